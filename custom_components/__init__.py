@@ -1,0 +1,1 @@
+"""Custom integrations of this repository."""

@@ -1,0 +1,51 @@
+"""Constants for the Home Assistant Personal Assistant integration."""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+DOMAIN: Final = "ha_personal_assistant"
+LOGGER = logging.getLogger(__package__)
+
+# Config entry data.
+CONF_OLLAMA_URL: Final = "ollama_url"
+CONF_MODEL: Final = "model"
+CONF_EMBEDDING_MODEL: Final = "embedding_model"
+DEFAULT_OLLAMA_URL: Final = "http://localhost:11434"
+
+# Options.
+CONF_CONFIRMATION_TIMEOUT: Final = "confirmation_timeout"
+DEFAULT_CONFIRMATION_TIMEOUT: Final = 300  # seconds
+CONF_SESSION_TIMEOUT: Final = "session_timeout"
+DEFAULT_SESSION_TIMEOUT: Final = 30  # minutes
+CONF_NUM_CTX: Final = "num_ctx"
+DEFAULT_NUM_CTX: Final = 8192
+MIN_NUM_CTX: Final = 2048
+MAX_NUM_CTX: Final = 131072
+CONF_KEEP_ALIVE: Final = "keep_alive"
+DEFAULT_KEEP_ALIVE: Final = -1  # seconds; -1 keeps the model loaded
+CONF_REQUEST_TIMEOUT: Final = "request_timeout"
+DEFAULT_REQUEST_TIMEOUT: Final = 120  # seconds for one model round trip
+CONF_WEB_SEARCH: Final = "web_search"
+DEFAULT_WEB_SEARCH: Final = True
+CONF_ALLOWED_USER_IDS: Final = "allowed_user_ids"
+CONF_USER_MAPPING: Final = "user_mapping"
+
+# The Ollama API.
+OLLAMA_PROBE_TIMEOUT: Final = 10  # seconds for /api/tags and /api/show
+
+# Storage, relative to the HA config directory.
+STORAGE_DIR: Final = DOMAIN
+DATABASE_FILE: Final = "assistant.db"
+CHECKPOINT_FILE: Final = "langgraph_checkpoints.db"
+
+# Runtime limits.
+EXECUTOR_WORKERS: Final = 3
+MAX_CONCURRENT_MODEL_CALLS: Final = 2
+TELEGRAM_MESSAGE_LIMIT: Final = 4096
+TYPING_REFRESH_SECONDS: Final = 4.0
+MAX_FEEDBACK_ROUNDS: Final = 2
+MAX_TOOL_ROUNDS: Final = 6
+RECURSION_LIMIT: Final = 25
+KEPT_TURNS: Final = 6
