@@ -49,3 +49,13 @@ MAX_FEEDBACK_ROUNDS: Final = 2
 MAX_TOOL_ROUNDS: Final = 6
 RECURSION_LIMIT: Final = 25
 KEPT_TURNS: Final = 6
+
+# Option ranges offered in the options flow.
+MIN_CONFIRMATION_TIMEOUT: Final = 30  # seconds
+MAX_CONFIRMATION_TIMEOUT: Final = 3600  # seconds
+MIN_SESSION_TIMEOUT: Final = 1  # minutes
+MAX_SESSION_TIMEOUT: Final = 1440  # minutes
+MIN_KEEP_ALIVE: Final = -1  # seconds; -1 keeps the model loaded
+MAX_KEEP_ALIVE: Final = 86400  # seconds
+MIN_REQUEST_TIMEOUT: Final = 1  # seconds
+MAX_REQUEST_TIMEOUT: Final = 600  # seconds

@@ -1,0 +1,59 @@
+"""The Personal Assistant integration: talk to your house over Telegram."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from homeassistant.exceptions import ConfigEntryNotReady
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.helpers.importlib import async_import_module
+
+from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
+from .ollama_api import OllamaError, async_list_models, url_without_credentials
+from .store.shared import async_acquire_storage, async_release_storage
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from .data import PersonalAssistantConfigEntry
+
+
+async def async_setup_entry(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry
+) -> bool:
+    """Probe Ollama, open storage, build the agent and start listening."""
+    url: str = entry.data[CONF_OLLAMA_URL]
+    model: str = entry.data[CONF_MODEL]
+    try:
+        models = await async_list_models(async_get_clientsession(hass), url)
+    except OllamaError as err:
+        raise ConfigEntryNotReady(
+            translation_domain=DOMAIN,
+            translation_key="cannot_connect",
+            translation_placeholders={"url": url_without_credentials(url)},
+        ) from err
+    if not any(m.name == model or m.name == f"{model}:latest" for m in models):
+        # Replies explain it to the user; the entry stays loaded so it recovers
+        # as soon as the model is pulled.
+        LOGGER.warning("The model %s is not installed on %s", model, url_without_credentials(url))
+
+    # LangGraph and LangChain take about a second to import: not on the loop.
+    runtime = await async_import_module(hass, f"{__package__}.runtime")
+    storage = await async_acquire_storage(hass)
+    try:
+        data = await runtime.async_build(hass, entry, storage)
+    except BaseException:
+        await async_release_storage(hass)
+        raise
+    entry.runtime_data = data
+    data.gateway.async_start()
+    return True
+
+
+async def async_unload_entry(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry
+) -> bool:
+    """Stop listening, cancel turns in flight and close the storage."""
+    await entry.runtime_data.gateway.async_stop()
+    await async_release_storage(hass)
+    return True

@@ -1,0 +1,1 @@
+"""The LangGraph agent: prompts, state and graph."""

@@ -1,0 +1,203 @@
+"""One conversation turn: session, context, the agent run, and errors in plain words."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+import time
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+import httpx
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.errors import GraphRecursionError
+from ollama import ResponseError
+
+from .agent.graph import AgentState, TurnRuntime, message_text, new_turn_id
+from .agent.prompts import (
+    REPLY_GAVE_UP,
+    REPLY_INTERNAL_ERROR,
+    REPLY_MODEL_ERROR,
+    REPLY_MODEL_MISSING,
+    REPLY_TIMEOUT,
+    REPLY_TOO_MANY_STEPS,
+    REPLY_UNREACHABLE,
+)
+from .const import LOGGER, RECURSION_LIMIT
+from .context import build_context
+from .tools.registry import ToolContext
+
+if TYPE_CHECKING:
+    from langchain_core.messages import AnyMessage
+    from langchain_core.runnables import Runnable
+    from langgraph.graph.state import CompiledStateGraph
+
+    from homeassistant.core import HomeAssistant
+
+    from .store.checkpoints import CheckpointStore
+    from .store.database import Database
+    from .tools.registry import ToolRegistry
+
+HTTP_NOT_FOUND: Final = 404
+
+
+@dataclass(frozen=True, slots=True)
+class Speaker:
+    """Who wrote the message, and as which HA user they act."""
+
+    person: str
+    name: str | None
+    ha_user_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The reply and what it cost."""
+
+    reply: str
+    ok: bool
+    model_seconds: float
+
+
+class ModelHealth:
+    """Log once when the model becomes unavailable and once when it recovers."""
+
+    def __init__(self, url: str) -> None:
+        """Start out assuming the model is available (setup probed it)."""
+        parts = urlsplit(url)
+        # Only scheme, host and port: a URL may carry credentials.
+        self._where = f"{parts.scheme}://{parts.hostname}:{parts.port or ''}".rstrip(":")
+        self.available = True
+        self.last_error: str | None = None
+
+    def failed(self, reason: str) -> None:
+        """Record a failed model call."""
+        self.last_error = reason
+        if self.available:
+            self.available = False
+            LOGGER.warning("Ollama at %s is unavailable: %s", self._where, reason)
+
+    def succeeded(self) -> None:
+        """Record a successful model call."""
+        if not self.available:
+            self.available = True
+            LOGGER.info("Ollama at %s is available again", self._where)
+
+
+class Assistant:
+    """Runs turns of the agent for any chat, Telegram or otherwise."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        *,
+        graph: CompiledStateGraph[AgentState, TurnRuntime, AgentState, AgentState],
+        model: Runnable[list[AnyMessage], AIMessage],
+        registry: ToolRegistry,
+        database: Database,
+        checkpoints: CheckpointStore,
+        model_name: str,
+        ollama_url: str,
+        num_ctx: int,
+        session_timeout: float,
+        request_timeout: float,
+        model_slots: asyncio.Semaphore,
+    ) -> None:
+        """Keep what every turn needs."""
+        self.hass = hass
+        self.graph = graph
+        self.model = model
+        self.registry = registry
+        self.database = database
+        self.checkpoints = checkpoints
+        self.model_name = model_name
+        self.num_ctx = num_ctx
+        self.session_timeout = session_timeout
+        self.request_timeout = request_timeout
+        self.model_slots = model_slots
+        self.health = ModelHealth(ollama_url)
+
+    async def async_new_session(self, conversation_key: str) -> None:
+        """Start a fresh conversation for this chat."""
+        await self.database.async_new_session(conversation_key, time.time())
+
+    async def async_turn(
+        self, conversation_key: str, text: str, speaker: Speaker
+    ) -> TurnResult:
+        """Answer one message; never raises for model or tool trouble."""
+        session = await self.database.async_current_session(
+            conversation_key, time.time(), self.session_timeout
+        )
+        turn_id = new_turn_id()
+        runtime = TurnRuntime(
+            model=self.model,
+            registry=self.registry,
+            tools=ToolContext(
+                hass=self.hass,
+                database=self.database,
+                person=speaker.person,
+                ha_user_id=speaker.ha_user_id,
+            ),
+            model_slots=self.model_slots,
+            request_timeout=self.request_timeout,
+        )
+        state: AgentState = {
+            "messages": [HumanMessage(content=text, id=turn_id)],
+            "turn_id": turn_id,
+            "context": build_context(
+                self.hass, user_name=speaker.name, num_ctx=self.num_ctx
+            ),
+            "feedback_rounds": 0,
+            "tool_rounds": 0,
+        }
+        config: Any = {
+            "configurable": {"thread_id": session.thread_id},
+            "recursion_limit": RECURSION_LIMIT,
+        }
+        try:
+            result = await self.graph.ainvoke(
+                state, config, context=runtime, durability="exit"
+            )
+        except Exception as err:  # noqa: BLE001 - every failure gets a reply
+            return TurnResult(self._explain(err), ok=False, model_seconds=sum(runtime.model_calls))
+        self.health.succeeded()
+        self.hass.async_create_background_task(
+            self.checkpoints.async_prune(session.thread_id),
+            f"prune checkpoints of {conversation_key}",
+        )
+        return TurnResult(
+            _answer(result.get("messages", [])),
+            ok=True,
+            model_seconds=sum(runtime.model_calls),
+        )
+
+    def _explain(self, err: Exception) -> str:
+        """Turn a failure into a short reply, logging each outage once."""
+        if isinstance(err, GraphRecursionError):
+            return REPLY_TOO_MANY_STEPS
+        if isinstance(err, TimeoutError | httpx.TimeoutException):
+            self.health.failed("no answer within the request timeout")
+            return REPLY_TIMEOUT
+        if isinstance(err, ConnectionError | httpx.TransportError):
+            self.health.failed(f"connection failed ({type(err).__name__})")
+            return REPLY_UNREACHABLE
+        if isinstance(err, ResponseError):
+            if err.status_code == HTTP_NOT_FOUND:
+                self.health.failed(f"model {self.model_name} not found")
+                return REPLY_MODEL_MISSING.format(model=self.model_name)
+            self.health.failed(f"HTTP {err.status_code}: {err.error}")
+            return REPLY_MODEL_ERROR
+        if isinstance(err, ValueError) and "No data received" in str(err):
+            self.health.failed("the stream ended without data")
+            return REPLY_MODEL_ERROR
+        LOGGER.exception("A turn failed", exc_info=err)
+        return REPLY_INTERNAL_ERROR
+
+
+def _answer(messages: list[AnyMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and not message.tool_calls:
+            if text := message_text(message):
+                return text
+            break
+    return REPLY_GAVE_UP

@@ -1,0 +1,530 @@
+"""Config flow for the Personal Assistant: Ollama server, models and options."""
+
+import asyncio
+from typing import TYPE_CHECKING, Any, override
+
+from homeassistant.config_entries import (
+    SOURCE_RECONFIGURE,
+    ConfigEntry,
+    ConfigFlow,
+    ConfigFlowResult,
+    OptionsFlowWithReload,
+)
+from homeassistant.core import callback
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.helpers.selector import (
+    BooleanSelector,
+    NumberSelector,
+    NumberSelectorConfig,
+    NumberSelectorMode,
+    SelectOptionDict,
+    SelectSelector,
+    SelectSelectorConfig,
+    SelectSelectorMode,
+    TextSelector,
+    TextSelectorConfig,
+    TextSelectorType,
+)
+from yarl import URL
+
+from .const import (
+    CONF_ALLOWED_USER_IDS,
+    CONF_CONFIRMATION_TIMEOUT,
+    CONF_EMBEDDING_MODEL,
+    CONF_KEEP_ALIVE,
+    CONF_MODEL,
+    CONF_NUM_CTX,
+    CONF_OLLAMA_URL,
+    CONF_REQUEST_TIMEOUT,
+    CONF_SESSION_TIMEOUT,
+    CONF_USER_MAPPING,
+    CONF_WEB_SEARCH,
+    DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_NUM_CTX,
+    DEFAULT_OLLAMA_URL,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_WEB_SEARCH,
+    DOMAIN,
+    LOGGER,
+    MAX_CONFIRMATION_TIMEOUT,
+    MAX_KEEP_ALIVE,
+    MAX_NUM_CTX,
+    MAX_REQUEST_TIMEOUT,
+    MAX_SESSION_TIMEOUT,
+    MIN_CONFIRMATION_TIMEOUT,
+    MIN_KEEP_ALIVE,
+    MIN_NUM_CTX,
+    MIN_REQUEST_TIMEOUT,
+    MIN_SESSION_TIMEOUT,
+)
+from .ollama_api import (
+    CAPABILITY_EMBEDDING,
+    CAPABILITY_TOOLS,
+    InvalidOllamaUrl,
+    OllamaError,
+    OllamaModel,
+    OllamaModelInfo,
+    OllamaModelNotFound,
+    async_list_models,
+    async_show_model,
+    normalize_url,
+    url_without_credentials,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    # At run time HA aliases voluptuous to probatio, whose types HA's flow
+    # helpers expect; the voluptuous stubs would not match them.
+    import probatio as vol
+else:
+    import voluptuous as vol
+
+STEP_USER_SCHEMA = vol.Schema(
+    {
+        vol.Required(CONF_OLLAMA_URL, default=DEFAULT_OLLAMA_URL): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.URL)
+        ),
+    }
+)
+
+STEP_RECONFIGURE_SCHEMA = vol.Schema(
+    {
+        vol.Required(CONF_OLLAMA_URL): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.URL)
+        ),
+    }
+)
+
+
+def _number(minimum: int, maximum: int, unit: str) -> vol.All[int]:
+    """Return a whole-number input box that stores an int."""
+    return vol.All(
+        NumberSelector(
+            NumberSelectorConfig(
+                min=minimum,
+                max=maximum,
+                step=1,
+                unit_of_measurement=unit,
+                mode=NumberSelectorMode.BOX,
+            )
+        ),
+        vol.Coerce(int),
+    )
+
+
+OPTIONS_SCHEMA = vol.Schema(
+    {
+        vol.Required(
+            CONF_CONFIRMATION_TIMEOUT, default=DEFAULT_CONFIRMATION_TIMEOUT
+        ): _number(MIN_CONFIRMATION_TIMEOUT, MAX_CONFIRMATION_TIMEOUT, "s"),
+        vol.Required(CONF_SESSION_TIMEOUT, default=DEFAULT_SESSION_TIMEOUT): _number(
+            MIN_SESSION_TIMEOUT, MAX_SESSION_TIMEOUT, "min"
+        ),
+        vol.Required(CONF_NUM_CTX, default=DEFAULT_NUM_CTX): _number(
+            MIN_NUM_CTX, MAX_NUM_CTX, "tokens"
+        ),
+        vol.Required(CONF_KEEP_ALIVE, default=DEFAULT_KEEP_ALIVE): _number(
+            MIN_KEEP_ALIVE, MAX_KEEP_ALIVE, "s"
+        ),
+        vol.Required(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): _number(
+            MIN_REQUEST_TIMEOUT, MAX_REQUEST_TIMEOUT, "s"
+        ),
+        vol.Required(CONF_WEB_SEARCH, default=DEFAULT_WEB_SEARCH): BooleanSelector(),
+        vol.Optional(CONF_ALLOWED_USER_IDS): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.TEXT, multiple=True)
+        ),
+    }
+)
+
+
+def default_options() -> dict[str, Any]:
+    """Return the options a new entry starts with."""
+    return {
+        CONF_CONFIRMATION_TIMEOUT: DEFAULT_CONFIRMATION_TIMEOUT,
+        CONF_SESSION_TIMEOUT: DEFAULT_SESSION_TIMEOUT,
+        CONF_NUM_CTX: DEFAULT_NUM_CTX,
+        CONF_KEEP_ALIVE: DEFAULT_KEEP_ALIVE,
+        CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
+        CONF_WEB_SEARCH: DEFAULT_WEB_SEARCH,
+        CONF_ALLOWED_USER_IDS: [],
+        CONF_USER_MAPPING: {},
+    }
+
+
+def _entry_title(data: Mapping[str, Any]) -> str:
+    """Return the entry title for entry data: the model and the server's host."""
+    return f"{data[CONF_MODEL]} on {URL(data[CONF_OLLAMA_URL]).host}"
+
+
+def _model_label(model: OllamaModel) -> str:
+    """Return how a model is shown in a drop-down."""
+    if model.parameter_size:
+        return f"{model.name} ({model.parameter_size})"
+    return model.name
+
+
+def _parse_user_ids(values: list[str]) -> list[int]:
+    """
+    Return Telegram user ids as ints, in order, without blanks or repeats.
+
+    Raise ValueError if one is not a positive whole number.
+    """
+    user_ids: list[int] = []
+    for value in values:
+        text = value.strip()
+        if not text:
+            continue
+        # isdigit alone would accept characters like "²" that int() rejects.
+        if not (text.isascii() and text.isdigit()) or int(text) == 0:
+            raise ValueError(text)
+        if (user_id := int(text)) not in user_ids:
+            user_ids.append(user_id)
+    return user_ids
+
+
+class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
+    """Set up the assistant: where Ollama runs and which models to use."""
+
+    VERSION = 1
+
+    def __init__(self) -> None:
+        """Start with no server chosen."""
+        self._url = ""
+        self._models: list[OllamaModel] = []
+        self._infos: dict[str, OllamaModelInfo | None] = {}
+
+    @staticmethod
+    @callback
+    @override
+    def async_get_options_flow(
+        config_entry: ConfigEntry,
+    ) -> PersonalAssistantOptionsFlow:
+        """Return the options flow."""
+        return PersonalAssistantOptionsFlow()
+
+    @override
+    async def async_step_user(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Ask for the Ollama server's URL."""
+        return await self._async_step_url("user", STEP_USER_SCHEMA, user_input, None)
+
+    async def async_step_reconfigure(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Ask for the Ollama server's URL again, prefilled with the current one."""
+        entry = self._get_reconfigure_entry()
+        return await self._async_step_url(
+            "reconfigure",
+            STEP_RECONFIGURE_SCHEMA,
+            user_input,
+            {CONF_OLLAMA_URL: entry.data[CONF_OLLAMA_URL]},
+        )
+
+    async def _async_step_url(
+        self,
+        step_id: str,
+        schema: vol.Schema,
+        user_input: dict[str, Any] | None,
+        suggested: Mapping[str, Any] | None,
+    ) -> ConfigFlowResult:
+        """Validate the URL, claim it as unique id and load the server's models."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            suggested = user_input
+            try:
+                url = normalize_url(user_input[CONF_OLLAMA_URL])
+            except InvalidOllamaUrl:
+                errors[CONF_OLLAMA_URL] = "invalid_url"
+            else:
+                await self._async_claim_unique_id(url_without_credentials(url))
+                if not (errors := await self._async_load_models(url)):
+                    self._url = url
+                    return await self.async_step_model()
+        return self.async_show_form(
+            step_id=step_id,
+            data_schema=self.add_suggested_values_to_schema(schema, suggested),
+            errors=errors,
+        )
+
+    async def _async_claim_unique_id(self, unique_id: str) -> None:
+        """Abort if another entry already uses this server."""
+        if (
+            self.source == SOURCE_RECONFIGURE
+            and self._get_reconfigure_entry().unique_id == unique_id
+        ):
+            return
+        await self.async_set_unique_id(unique_id)
+        self._abort_if_unique_id_configured()
+
+    async def _async_load_models(self, url: str) -> dict[str, str]:
+        """Fetch the server's models and their capabilities; return form errors."""
+        session = async_get_clientsession(self.hass)
+        try:
+            models = await async_list_models(session, url)
+        except OllamaError as err:
+            LOGGER.debug(
+                "Cannot list models at %s: %s", url_without_credentials(url), err
+            )
+            return {"base": "cannot_connect"}
+        except Exception:  # noqa: BLE001 - any failure must still show a form
+            LOGGER.exception(
+                "Unexpected error listing models at %s", url_without_credentials(url)
+            )
+            return {"base": "unknown"}
+        results = await asyncio.gather(
+            *(async_show_model(session, url, model.name) for model in models),
+            return_exceptions=True,
+        )
+        self._infos = {}
+        for model, result in zip(models, results, strict=True):
+            if isinstance(result, BaseException):
+                # The capabilities only sort the lists; the chosen model is
+                # checked again when the form is submitted.
+                LOGGER.debug("Cannot show model %s: %s", model.name, result)
+                self._infos[model.name] = None
+            else:
+                self._infos[model.name] = result
+        self._models = sorted(models, key=lambda model: model.name)
+        if not self._chat_models():
+            return {"base": "no_models"}
+        return {}
+
+    def _chat_models(self) -> list[OllamaModel]:
+        """Return the installed models that can chat (not embedding-only)."""
+        return [
+            model
+            for model in self._models
+            if (info := self._infos.get(model.name)) is None
+            or not info.is_embedding_only
+        ]
+
+    def _has_capability(self, model: OllamaModel, capability: str) -> bool:
+        """Return True if Ollama reported the capability for the model."""
+        info = self._infos.get(model.name)
+        return info is not None and capability in info.capabilities
+
+    def _model_schema(self) -> vol.Schema:
+        """Return the model form: chat models, and all models for embeddings."""
+        # Models that can call tools come first, so the first choice works.
+        chat_models = sorted(
+            self._chat_models(),
+            key=lambda model: not self._has_capability(model, CAPABILITY_TOOLS),
+        )
+        embedding_models = sorted(
+            self._models,
+            key=lambda model: not self._has_capability(model, CAPABILITY_EMBEDDING),
+        )
+        return vol.Schema(
+            {
+                vol.Required(CONF_MODEL): SelectSelector(
+                    SelectSelectorConfig(
+                        options=[
+                            SelectOptionDict(
+                                value=model.name, label=_model_label(model)
+                            )
+                            for model in chat_models
+                        ],
+                        mode=SelectSelectorMode.DROPDOWN,
+                    )
+                ),
+                vol.Optional(CONF_EMBEDDING_MODEL): SelectSelector(
+                    SelectSelectorConfig(
+                        options=[
+                            SelectOptionDict(
+                                value=model.name, label=_model_label(model)
+                            )
+                            for model in embedding_models
+                        ],
+                        mode=SelectSelectorMode.DROPDOWN,
+                    )
+                ),
+            }
+        )
+
+    def _suggested_models(self) -> dict[str, str]:
+        """Return the models to preselect: the current ones, else the likely ones."""
+        names = {model.name for model in self._models}
+        if self.source == SOURCE_RECONFIGURE:
+            data = self._get_reconfigure_entry().data
+            return {
+                key: data[key]
+                for key in (CONF_MODEL, CONF_EMBEDDING_MODEL)
+                if data.get(key) in names
+            }
+        suggested: dict[str, str] = {}
+        for model in self._chat_models():
+            if self._has_capability(model, CAPABILITY_TOOLS):
+                suggested[CONF_MODEL] = model.name
+                break
+        for model in self._models:
+            if self._has_capability(model, CAPABILITY_EMBEDDING):
+                suggested[CONF_EMBEDDING_MODEL] = model.name
+                break
+        return suggested
+
+    async def async_step_model(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Choose the chat model and, optionally, the embedding model."""
+        errors: dict[str, str] = {}
+        suggested: Mapping[str, Any] = self._suggested_models()
+        if user_input is not None:
+            suggested = user_input
+            await self._async_check_model(
+                user_input[CONF_MODEL], CONF_MODEL, CAPABILITY_TOOLS, errors
+            )
+            if embedding_model := user_input.get(CONF_EMBEDDING_MODEL):
+                await self._async_check_model(
+                    embedding_model, CONF_EMBEDDING_MODEL, CAPABILITY_EMBEDDING, errors
+                )
+            if not errors:
+                return self._async_finish(user_input[CONF_MODEL], embedding_model)
+        return self.async_show_form(
+            step_id="model",
+            data_schema=self.add_suggested_values_to_schema(
+                self._model_schema(), suggested
+            ),
+            errors=errors,
+            description_placeholders={"url": url_without_credentials(self._url)},
+        )
+
+    async def _async_check_model(
+        self, model: str, field: str, capability: str, errors: dict[str, str]
+    ) -> None:
+        """Ask Ollama about a model and add an error if it lacks the capability."""
+        try:
+            info = await async_show_model(
+                async_get_clientsession(self.hass), self._url, model
+            )
+        except OllamaModelNotFound:
+            errors[field] = "model_not_found"
+            return
+        except OllamaError as err:
+            LOGGER.debug("Cannot show model %s: %s", model, err)
+            errors["base"] = "cannot_connect"
+            return
+        except Exception:  # noqa: BLE001 - any failure must still show a form
+            LOGGER.exception("Unexpected error showing model %s", model)
+            errors["base"] = "unknown"
+            return
+        if info.lacks(capability):
+            errors[field] = (
+                "model_no_tools"
+                if capability == CAPABILITY_TOOLS
+                else "not_embedding_model"
+            )
+
+    def _async_finish(
+        self, model: str, embedding_model: str | None
+    ) -> ConfigFlowResult:
+        """Create the entry, or update the one being reconfigured."""
+        data: dict[str, Any] = {CONF_OLLAMA_URL: self._url, CONF_MODEL: model}
+        if embedding_model:
+            data[CONF_EMBEDDING_MODEL] = embedding_model
+        if self.source != SOURCE_RECONFIGURE:
+            return self.async_create_entry(
+                title=_entry_title(data), data=data, options=default_options()
+            )
+        entry = self._get_reconfigure_entry()
+        # Keep a title the user chose; replace the one we generated.
+        title = (
+            _entry_title(data)
+            if entry.title == _entry_title(entry.data)
+            else entry.title
+        )
+        return self.async_update_reload_and_abort(
+            entry,
+            unique_id=url_without_credentials(self._url),
+            title=title,
+            data=data,
+        )
+
+
+class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
+    """Change timeouts, the context window, web search and who may chat."""
+
+    def __init__(self) -> None:
+        """Start with no options chosen."""
+        self._options: dict[str, Any] = {}
+
+    async def async_step_init(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Edit the general options and the allowed Telegram users."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            try:
+                allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))
+            except ValueError:
+                errors[CONF_ALLOWED_USER_IDS] = "invalid_user_id"
+            else:
+                # Start from the current options so keys edited elsewhere survive.
+                self._options = {
+                    **default_options(),
+                    **self.config_entry.options,
+                    **user_input,
+                    CONF_ALLOWED_USER_IDS: allowed,
+                }
+                if allowed:
+                    return await self.async_step_user_mapping()
+                self._options[CONF_USER_MAPPING] = {}
+                return self.async_create_entry(data=self._options)
+            suggested: Mapping[str, Any] = user_input
+        else:
+            current = {**default_options(), **self.config_entry.options}
+            suggested = {
+                **current,
+                CONF_ALLOWED_USER_IDS: [
+                    str(user_id) for user_id in current[CONF_ALLOWED_USER_IDS]
+                ],
+            }
+        return self.async_show_form(
+            step_id="init",
+            data_schema=self.add_suggested_values_to_schema(OPTIONS_SCHEMA, suggested),
+            errors=errors,
+        )
+
+    async def async_step_user_mapping(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Link each allowed Telegram user to a Home Assistant user."""
+        if user_input is not None:
+            self._options[CONF_USER_MAPPING] = {
+                telegram_id: user_id
+                for telegram_id, user_id in user_input.items()
+                if user_id
+            }
+            return self.async_create_entry(data=self._options)
+        users = [
+            SelectOptionDict(value=user.id, label=user.name or user.id)
+            for user in await self.hass.auth.async_get_users()
+            if user.is_active and not user.system_generated
+        ]
+        user_selector = SelectSelector(
+            SelectSelectorConfig(options=users, mode=SelectSelectorMode.DROPDOWN)
+        )
+        schema = vol.Schema(
+            {
+                vol.Optional(str(telegram_id)): user_selector
+                for telegram_id in self._options[CONF_ALLOWED_USER_IDS]
+            }
+        )
+        known_users = {user["value"] for user in users}
+        current: Mapping[str, str] = self.config_entry.options.get(
+            CONF_USER_MAPPING, {}
+        )
+        return self.async_show_form(
+            step_id="user_mapping",
+            data_schema=self.add_suggested_values_to_schema(
+                schema,
+                {
+                    telegram_id: user_id
+                    for telegram_id, user_id in current.items()
+                    if user_id in known_users
+                },
+            ),
+        )

@@ -1,0 +1,25 @@
+"""Typed runtime data of a config entry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from homeassistant.config_entries import ConfigEntry
+
+if TYPE_CHECKING:
+    from .assistant import Assistant
+    from .store.shared import SharedStorage
+    from .telegram import TelegramGateway
+
+
+@dataclass(slots=True)
+class PersonalAssistantData:
+    """What a loaded entry runs on."""
+
+    assistant: Assistant
+    gateway: TelegramGateway
+    storage: SharedStorage
+
+
+type PersonalAssistantConfigEntry = ConfigEntry[PersonalAssistantData]

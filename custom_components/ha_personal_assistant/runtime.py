@@ -1,0 +1,94 @@
+"""Build the running assistant; imported off the event loop (LangChain is heavy)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from langchain_ollama import ChatOllama
+
+from homeassistant.util.ssl import get_default_context
+
+from .agent.graph import bind_model, build_graph
+from .assistant import Assistant
+from .const import (
+    CONF_ALLOWED_USER_IDS,
+    CONF_KEEP_ALIVE,
+    CONF_MODEL,
+    CONF_NUM_CTX,
+    CONF_OLLAMA_URL,
+    CONF_REQUEST_TIMEOUT,
+    CONF_SESSION_TIMEOUT,
+    CONF_USER_MAPPING,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_NUM_CTX,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+)
+from .data import PersonalAssistantData
+from .telegram import TelegramGateway
+from .tools.ha import HA_TOOLS
+from .tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from .data import PersonalAssistantConfigEntry
+    from .store.shared import SharedStorage
+
+def build_chat_model(
+    url: str, model: str, *, num_ctx: int, keep_alive: int, timeout: float
+) -> ChatOllama:
+    """Create the chat model; blocking (httpx builds its clients), so not on the loop."""
+    return ChatOllama(
+        model=model,
+        base_url=url,
+        # Always the same num_ctx: a different value makes Ollama reload the model.
+        num_ctx=num_ctx,
+        keep_alive=keep_alive,
+        # Thinking costs seconds per turn on home hardware and its text is not shown.
+        reasoning=False,
+        client_kwargs={"timeout": timeout, "verify": get_default_context()},
+    )
+
+
+async def async_build(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
+) -> PersonalAssistantData:
+    """Create the model, graph, assistant and gateway of an entry."""
+    options: dict[str, Any] = dict(entry.options)
+    num_ctx = int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX))
+    request_timeout = float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT))
+    chat_model = await storage.executor.run(
+        build_chat_model,
+        entry.data[CONF_OLLAMA_URL],
+        entry.data[CONF_MODEL],
+        num_ctx=num_ctx,
+        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        timeout=request_timeout,
+    )
+    registry = ToolRegistry(HA_TOOLS)
+    assistant = Assistant(
+        hass,
+        graph=build_graph(storage.checkpoints.saver),
+        model=bind_model(chat_model, registry.schemas()),
+        registry=registry,
+        database=storage.database,
+        checkpoints=storage.checkpoints,
+        model_name=entry.data[CONF_MODEL],
+        ollama_url=entry.data[CONF_OLLAMA_URL],
+        num_ctx=num_ctx,
+        session_timeout=60.0
+        * float(options.get(CONF_SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT)),
+        request_timeout=request_timeout,
+        model_slots=storage.model_slots,
+    )
+    gateway = TelegramGateway(
+        hass,
+        entry,
+        assistant,
+        allowed_user_ids=frozenset(
+            int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
+        ),
+        user_mapping=options.get(CONF_USER_MAPPING, {}),
+    )
+    return PersonalAssistantData(assistant=assistant, gateway=gateway, storage=storage)

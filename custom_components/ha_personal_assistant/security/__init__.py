@@ -1,0 +1,1 @@
+"""Deterministic safety layers that hold whatever the model says."""

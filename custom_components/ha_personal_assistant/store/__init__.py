@@ -1,0 +1,1 @@
+"""Storage: the assistant database and the LangGraph checkpoints."""

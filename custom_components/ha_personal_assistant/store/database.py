@@ -1,0 +1,216 @@
+"""The assistant database: sessions, seen Telegram messages and the tool log."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+import sqlite3
+import threading
+import time
+import uuid
+
+from ..const import LOGGER
+from ..executor import BlockingExecutor
+
+# Each entry migrates the schema from the previous version to its own.
+MIGRATIONS: dict[int, str] = {
+    1: """
+        CREATE TABLE conversation_sessions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_key TEXT NOT NULL,
+            thread_id TEXT NOT NULL UNIQUE,
+            started_at REAL NOT NULL,
+            last_activity REAL NOT NULL,
+            ended_at REAL
+        );
+        CREATE INDEX conversation_sessions_open
+            ON conversation_sessions (conversation_key, ended_at);
+        CREATE TABLE telegram_messages_seen (
+            conversation_key TEXT NOT NULL,
+            message_id INTEGER NOT NULL,
+            seen_at REAL NOT NULL,
+            PRIMARY KEY (conversation_key, message_id)
+        ) WITHOUT ROWID;
+        CREATE TABLE tool_call_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            tool TEXT NOT NULL,
+            person TEXT,
+            duration_ms REAL NOT NULL,
+            outcome TEXT NOT NULL
+        );
+    """,
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """The conversation thread a chat is in."""
+
+    thread_id: str
+    started_at: float
+    is_new: bool
+
+
+class Database:
+    """Blocking SQLite access, used only through the dedicated executor."""
+
+    def __init__(self, path: Path, executor: BlockingExecutor) -> None:
+        """Remember where the file lives; nothing is opened yet."""
+        self.path = path
+        self._executor = executor
+        self._conn: sqlite3.Connection | None = None
+        # One connection is shared by the pool's threads; SQLite serializes
+        # writers anyway, and the lock keeps cursors from interleaving.
+        self._lock = threading.Lock()
+        self.recreated_from: Path | None = None
+
+    async def async_open(self) -> None:
+        """Open the file, moving a corrupt one aside, and migrate the schema."""
+        await self._executor.run(self._open)
+
+    async def async_close(self) -> None:
+        """Close the connection."""
+        await self._executor.run(self._close)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=10000")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = self._connect()
+            self._migrate(conn)
+        except sqlite3.DatabaseError as err:
+            if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+                raise
+            # A file that is not a database cannot be repaired here; keep it for
+            # the user and start a fresh one so the assistant keeps working.
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{int(time.time())}")
+            LOGGER.warning(
+                "The database %s is damaged (%s); it was moved to %s and recreated",
+                self.path,
+                err,
+                aside,
+            )
+            self.path.replace(aside)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            self.recreated_from = aside
+            conn = self._connect()
+            self._migrate(conn)
+        self._conn = conn
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            msg = f"Database schema {version} is newer than this version knows"
+            raise sqlite3.DatabaseError(msg)
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with conn:
+                conn.executescript(
+                    f"BEGIN; {MIGRATIONS[target]} PRAGMA user_version = {target};"
+                )
+            LOGGER.debug("Migrated the assistant database to schema %s", target)
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _run[T](self, func: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            if self._conn is None:
+                msg = "The assistant database is closed"
+                raise sqlite3.ProgrammingError(msg)
+            with self._conn:
+                return func(self._conn)
+
+    async def async_current_session(
+        self, key: str, now: float, timeout: float
+    ) -> Session:
+        """Return the chat's open session, or start one after ``timeout`` seconds of silence."""
+
+        def _current(conn: sqlite3.Connection) -> Session:
+            row = conn.execute(
+                "SELECT id, thread_id, started_at, last_activity"
+                " FROM conversation_sessions"
+                " WHERE conversation_key = ? AND ended_at IS NULL"
+                " ORDER BY id DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+            if row is not None and now - row[3] <= timeout:
+                conn.execute(
+                    "UPDATE conversation_sessions SET last_activity = ? WHERE id = ?",
+                    (now, row[0]),
+                )
+                return Session(thread_id=row[1], started_at=row[2], is_new=False)
+            return self._start_session(conn, key, now)
+
+        return await self._executor.run(self._run, _current)
+
+    async def async_new_session(self, key: str, now: float) -> Session:
+        """End the chat's open session and start a new one."""
+        return await self._executor.run(
+            self._run, lambda conn: self._start_session(conn, key, now)
+        )
+
+    @staticmethod
+    def _start_session(conn: sqlite3.Connection, key: str, now: float) -> Session:
+        conn.execute(
+            "UPDATE conversation_sessions SET ended_at = ?"
+            " WHERE conversation_key = ? AND ended_at IS NULL",
+            (now, key),
+        )
+        thread_id = f"{key}:{uuid.uuid4().hex}"
+        conn.execute(
+            "INSERT INTO conversation_sessions"
+            " (conversation_key, thread_id, started_at, last_activity)"
+            " VALUES (?, ?, ?, ?)",
+            (key, thread_id, now, now),
+        )
+        return Session(thread_id=thread_id, started_at=now, is_new=True)
+
+    async def async_mark_seen(self, key: str, message_id: int, now: float) -> bool:
+        """Record a Telegram message; False when it was seen before (edit or replay)."""
+
+        def _mark(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO telegram_messages_seen"
+                " (conversation_key, message_id, seen_at) VALUES (?, ?, ?)",
+                (key, message_id, now),
+            )
+            return cur.rowcount == 1
+
+        return await self._executor.run(self._run, _mark)
+
+    async def async_prune(self, seen_before: float) -> None:
+        """Forget seen-message ids older than ``seen_before``."""
+        await self._executor.run(
+            self._run,
+            lambda conn: conn.execute(
+                "DELETE FROM telegram_messages_seen WHERE seen_at < ?", (seen_before,)
+            ),
+        )
+
+    async def async_log_tool_call(
+        self, tool: str, person: str | None, duration_ms: float, outcome: str
+    ) -> None:
+        """Append one row to ``tool_call_log``; arguments are never stored."""
+        await self._executor.run(
+            self._run,
+            lambda conn: conn.execute(
+                "INSERT INTO tool_call_log (ts, tool, person, duration_ms, outcome)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (time.time(), tool, person, duration_ms, outcome),
+            ),
+        )

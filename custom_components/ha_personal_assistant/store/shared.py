@@ -1,0 +1,104 @@
+"""Storage shared by every config entry: one executor, one database, one saver."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from homeassistant.helpers.importlib import async_import_module
+from homeassistant.util.hass_dict import HassKey
+
+from ..const import (
+    CHECKPOINT_FILE,
+    DATABASE_FILE,
+    DOMAIN,
+    MAX_CONCURRENT_MODEL_CALLS,
+    STORAGE_DIR,
+)
+from ..executor import BlockingExecutor
+from .database import Database
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from .checkpoints import CheckpointStore
+
+
+@dataclass(slots=True)
+class SharedStorage:
+    """The files and the executor, opened once however many entries there are."""
+
+    executor: BlockingExecutor
+    database: Database
+    checkpoints: CheckpointStore
+    # One bound for the whole integration: a home Ollama server answers one or
+    # two requests at a time; more would only queue there, uncancellable.
+    model_slots: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(MAX_CONCURRENT_MODEL_CALLS)
+    )
+
+
+@dataclass(slots=True)
+class _Holder:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    storage: SharedStorage | None = None
+    users: int = 0
+
+
+# Two entries (two Ollama servers) must not open the same SQLite file twice:
+# the saver keeps one connection per file, so it is shared and ref-counted.
+DATA_STORAGE: HassKey[_Holder] = HassKey(f"{DOMAIN}_storage")
+
+
+def storage_dir(hass: HomeAssistant) -> Path:
+    """Return ``<config>/ha_personal_assistant``."""
+    return Path(hass.config.path(STORAGE_DIR))
+
+
+async def async_acquire_storage(hass: HomeAssistant) -> SharedStorage:
+    """Open the shared storage, or take another reference to it."""
+    holder = hass.data.setdefault(DATA_STORAGE, _Holder())
+    async with holder.lock:
+        if holder.storage is None:
+            holder.storage = await _async_open(hass)
+        holder.users += 1
+        return holder.storage
+
+
+async def async_release_storage(hass: HomeAssistant) -> None:
+    """Drop a reference; the last one closes the files and stops the executor."""
+    holder = hass.data.get(DATA_STORAGE)
+    if holder is None:
+        return
+    async with holder.lock:
+        holder.users -= 1
+        if holder.users > 0 or holder.storage is None:
+            return
+        storage, holder.storage = holder.storage, None
+    await _async_close(hass, storage)
+
+
+async def _async_open(hass: HomeAssistant) -> SharedStorage:
+    executor = BlockingExecutor()
+    directory = storage_dir(hass)
+    database = Database(directory / DATABASE_FILE, executor)
+    # aiosqlite and LangGraph's saver are heavy imports: not on the loop.
+    module = await async_import_module(hass, f"{__package__}.checkpoints")
+    checkpoints: CheckpointStore = module.CheckpointStore(directory / CHECKPOINT_FILE)
+    try:
+        await database.async_open()
+        await checkpoints.async_open()
+    except BaseException:
+        await _async_close(hass, SharedStorage(executor, database, checkpoints))
+        raise
+    return SharedStorage(executor, database, checkpoints)
+
+
+async def _async_close(hass: HomeAssistant, storage: SharedStorage) -> None:
+    try:
+        await storage.checkpoints.async_close()
+        await storage.database.async_close()
+    finally:
+        await hass.async_add_executor_job(storage.executor.shutdown)

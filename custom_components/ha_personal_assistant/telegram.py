@@ -1,0 +1,312 @@
+"""Telegram in and out: events from HA's telegram_bot, replies through its services."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.core import Event, EventOrigin, callback
+from homeassistant.exceptions import HomeAssistantError
+
+from .agent.prompts import (
+    HELP_TEXT,
+    REPLY_INTERNAL_ERROR,
+    REPLY_NEW_SESSION,
+    REPLY_NO_PENDING,
+    REPLY_UNKNOWN_COMMAND,
+)
+from .assistant import Speaker
+from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+
+if TYPE_CHECKING:
+    from homeassistant.config_entries import ConfigEntry
+    from homeassistant.core import HomeAssistant
+
+    from .assistant import Assistant
+
+TELEGRAM_DOMAIN: Final = "telegram_bot"
+EVENT_TEXT: Final = "telegram_text"
+EVENT_COMMAND: Final = "telegram_command"
+EVENT_CALLBACK: Final = "telegram_callback"
+SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds a message id is remembered
+SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """A message from Telegram, reduced to what the assistant uses."""
+
+    bot_entry_id: str
+    chat_id: int
+    user_id: int
+    message_id: int | None
+    first_name: str | None
+    text: str
+    command: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Return the conversation key: one conversation per bot and chat."""
+        return f"telegram:{self.bot_entry_id}:{self.chat_id}"
+
+
+def split_message(text: str, limit: int = TELEGRAM_MESSAGE_LIMIT) -> list[str]:
+    """Split a reply into Telegram-sized parts, preferring paragraph boundaries."""
+    text = text.strip()
+    parts: list[str] = []
+    while len(text) > limit:
+        window = text[:limit]
+        cut = -1
+        for separator in ("\n\n", "\n", ". ", " "):
+            cut = window.rfind(separator)
+            if cut > limit // 2:
+                cut += len(separator)
+                break
+            cut = -1
+        if cut <= 0:
+            cut = limit
+        parts.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text:
+        parts.append(text)
+    return parts
+
+
+def _as_int(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def parse_event(hass: HomeAssistant, event: Event[Mapping[str, Any]]) -> Incoming | None:
+    """Return the message if the event truly comes from HA's telegram_bot, else None.
+
+    The event bus is open to automations, the REST API and websocket clients;
+    anything they fire must not be obeyed as a Telegram message. telegram_bot
+    fires with a fresh Context that has no user and no parent, locally.
+    """
+    if (
+        event.origin is not EventOrigin.local
+        or event.context.user_id is not None
+        or event.context.parent_id is not None
+    ):
+        return None
+    data = event.data
+    bot = data.get("bot")
+    if not isinstance(bot, Mapping):
+        return None
+    bot_entry_id = bot.get("config_entry_id")
+    if not isinstance(bot_entry_id, str):
+        return None
+    bot_entry = hass.config_entries.async_get_entry(bot_entry_id)
+    if bot_entry is None or bot_entry.domain != TELEGRAM_DOMAIN:
+        return None
+    chat_id = _as_int(data.get("chat_id"))
+    user_id = _as_int(data.get("user_id"))
+    if chat_id is None or user_id is None:
+        return None
+    first_name = data.get("from_first")
+    message_id = _as_int(data.get("id"))
+    if event.event_type == EVENT_COMMAND:
+        command = data.get("command")
+        if not isinstance(command, str) or not command.startswith("/"):
+            return None
+        name, _, addressee = command.partition("@")
+        if addressee and addressee.casefold() != str(bot.get("username", "")).casefold():
+            # In a group, "/new@OtherBot" is meant for another bot.
+            return None
+        args = data.get("args")
+        arg_text = " ".join(str(a) for a in args) if isinstance(args, list) else ""
+        return Incoming(
+            bot_entry_id,
+            chat_id,
+            user_id,
+            message_id,
+            first_name if isinstance(first_name, str) else None,
+            arg_text,
+            command=name.casefold(),
+        )
+    text = data.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return Incoming(
+        bot_entry_id,
+        chat_id,
+        user_id,
+        message_id,
+        first_name if isinstance(first_name, str) else None,
+        text.strip(),
+    )
+
+
+class TelegramGateway:
+    """Receive messages, keep each chat in order, and send the replies."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        entry: ConfigEntry[Any],
+        assistant: Assistant,
+        *,
+        allowed_user_ids: frozenset[int],
+        user_mapping: Mapping[str, str],
+    ) -> None:
+        """Prepare the gateway; ``async_start`` subscribes to the events."""
+        self.hass = hass
+        self.entry = entry
+        self.assistant = assistant
+        self.allowed_user_ids = allowed_user_ids
+        self.user_mapping = dict(user_mapping)
+        self._queues: dict[str, asyncio.Queue[Incoming]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._unsubs: list[Callable[[], None]] = []
+        self._send_failed = False
+        self.last_latency: float | None = None
+
+    @callback
+    def async_start(self) -> None:
+        """Listen for telegram_bot's events."""
+        for event_type in (EVENT_TEXT, EVENT_COMMAND):
+            self._unsubs.append(
+                self.hass.bus.async_listen(event_type, self._async_on_event)
+            )
+
+    async def async_stop(self) -> None:
+        """Stop listening and cancel the turns in flight."""
+        while self._unsubs:
+            self._unsubs.pop()()
+        workers = list(self._workers.values())
+        for task in workers:
+            task.cancel()
+        for task in workers:
+            with suppress(asyncio.CancelledError):
+                await task
+        self._workers.clear()
+        self._queues.clear()
+
+    @callback
+    def _async_on_event(self, event: Event[Mapping[str, Any]]) -> None:
+        """Queue the message on its chat's queue, in arrival order."""
+        incoming = parse_event(self.hass, event)
+        if incoming is None:
+            return
+        if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
+            LOGGER.debug("Ignoring Telegram user %s: not in the allowed list", incoming.user_id)
+            return
+        queue = self._queues.setdefault(incoming.key, asyncio.Queue())
+        queue.put_nowait(incoming)
+        if incoming.key not in self._workers:
+            self._workers[incoming.key] = self.entry.async_create_background_task(
+                self.hass,
+                self._async_work(incoming.key, queue),
+                f"ha_personal_assistant chat {incoming.key}",
+            )
+
+    async def _async_work(self, key: str, queue: asyncio.Queue[Incoming]) -> None:
+        """Handle a chat's messages one after the other, then end."""
+        try:
+            while not queue.empty():
+                incoming = queue.get_nowait()
+                try:
+                    await self._async_handle(incoming)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    LOGGER.exception("Could not handle a Telegram message")
+                    await self._async_send(incoming, REPLY_INTERNAL_ERROR)
+        finally:
+            self._workers.pop(key, None)
+            if queue.empty():
+                self._queues.pop(key, None)
+
+    async def _async_handle(self, incoming: Incoming) -> None:
+        now = time.time()
+        if incoming.message_id is not None and not await self.assistant.database.async_mark_seen(
+            incoming.key, incoming.message_id, now
+        ):
+            # An edited message or a replayed update: answered once already.
+            LOGGER.debug("Ignoring message %s seen before", incoming.message_id)
+            return
+        if incoming.command is not None:
+            await self._async_command(incoming)
+            return
+        started = time.monotonic()
+        speaker = Speaker(
+            person=f"telegram:{incoming.user_id}",
+            name=incoming.first_name,
+            ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+        )
+        typing = self.entry.async_create_background_task(
+            self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
+        )
+        try:
+            result = await self.assistant.async_turn(incoming.key, incoming.text, speaker)
+        finally:
+            typing.cancel()
+        await self._async_send(incoming, result.reply)
+        self.last_latency = time.monotonic() - started
+
+    async def _async_command(self, incoming: Incoming) -> None:
+        command = incoming.command
+        if command in ("/help", "/start"):
+            reply = HELP_TEXT
+        elif command == "/new":
+            await self.assistant.async_new_session(incoming.key)
+            reply = REPLY_NEW_SESSION
+        elif command in ("/confirm", "/cancel"):
+            reply = REPLY_NO_PENDING
+        else:
+            reply = REPLY_UNKNOWN_COMMAND.format(command=command)
+        await self._async_send(incoming, reply)
+
+    async def _async_keep_typing(self, incoming: Incoming) -> None:
+        """Show 'typing…' until cancelled; Telegram clears it after 5 seconds."""
+        while True:
+            await self._async_call(
+                "send_chat_action",
+                {
+                    "config_entry_id": incoming.bot_entry_id,
+                    "chat_id": incoming.chat_id,
+                    "chat_action": "typing",
+                },
+            )
+            await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+    async def _async_send(self, incoming: Incoming, text: str) -> None:
+        """Send a reply in Telegram-sized parts, link previews off."""
+        for part in split_message(text):
+            await self._async_call(
+                "send_message",
+                {
+                    "config_entry_id": incoming.bot_entry_id,
+                    "chat_id": incoming.chat_id,
+                    "message": part,
+                    "parse_mode": "plain_text",
+                    "disable_web_page_preview": True,
+                },
+            )
+
+    async def _async_call(self, service: str, data: dict[str, Any]) -> bool:
+        """Call a telegram_bot service; log a failure once until it works again."""
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT):
+                await self.hass.services.async_call(
+                    TELEGRAM_DOMAIN, service, data, blocking=True
+                )
+        except (HomeAssistantError, TimeoutError, ValueError) as err:
+            if not self._send_failed:
+                self._send_failed = True
+                LOGGER.warning("Could not send to Telegram (%s): %s", service, err)
+            return False
+        if self._send_failed:
+            self._send_failed = False
+            LOGGER.info("Sending to Telegram works again")
+        return True

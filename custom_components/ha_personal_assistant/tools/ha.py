@@ -1,0 +1,262 @@
+"""Tools that read and control the Home Assistant entities exposed to Assist."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_should_expose,
+)
+from homeassistant.const import ATTR_ENTITY_ID, ATTR_FRIENDLY_NAME
+from homeassistant.core import Context
+from homeassistant.exceptions import HomeAssistantError, Unauthorized, UnknownUser
+from homeassistant.helpers import area_registry as ar
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import entity_registry as er
+from pydantic import BaseModel, Field
+import voluptuous as vol
+
+from ..security.permissions import ASSISTANT, Decision, evaluate
+from .registry import ToolContext, ToolError, ToolSpec
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant, State
+
+SERVICE_CALL_TIMEOUT: Final = 30  # seconds
+MAX_LISTED_ENTITIES: Final = 100
+MAX_ATTRIBUTE_CHARS: Final = 300
+# Targets other than entity ids are resolved by the permission issue's resolver;
+# until then they are refused so nothing unexposed can be reached through them.
+INDIRECT_TARGETS: Final = ("area_id", "device_id", "floor_id", "label_id")
+# Attributes that cost tokens and tell the model nothing.
+HIDDEN_ATTRIBUTES: Final = frozenset(
+    {"entity_picture", "icon", "supported_features", "attribution", "access_token"}
+)
+
+
+def is_exposed(hass: HomeAssistant, entity_id: str) -> bool:
+    """Tell whether the user exposed this entity to Assist."""
+    return async_should_expose(hass, ASSISTANT, entity_id)
+
+
+def exposed_states(hass: HomeAssistant) -> list[State]:
+    """Return the states of every entity exposed to Assist, sorted by id."""
+    return sorted(
+        (s for s in hass.states.async_all() if is_exposed(hass, s.entity_id)),
+        key=lambda s: s.entity_id,
+    )
+
+
+def area_name(hass: HomeAssistant, entity_id: str) -> str | None:
+    """Return the name of the entity's area, from the entity or its device."""
+    entry = er.async_get(hass).async_get(entity_id)
+    if entry is None:
+        return None
+    area_id = entry.area_id
+    if area_id is None and entry.device_id is not None:
+        device = dr.async_get(hass).async_get(entry.device_id)
+        area_id = device.area_id if device is not None else None
+    if area_id is None:
+        return None
+    area = ar.async_get(hass).async_get_area(area_id)
+    return area.name if area is not None else None
+
+
+def _visible_state(hass: HomeAssistant, entity_id: str) -> State:
+    """Return the state of an exposed entity, or refuse in words the model can use."""
+    state = hass.states.get(entity_id)
+    if state is None or not is_exposed(hass, entity_id):
+        # The same answer for both, so the model cannot probe for hidden entities.
+        msg = (
+            f"{entity_id} is not an entity you can see. "
+            "Use list_entities to find the right entity_id."
+        )
+        raise ToolError(msg)
+    return state
+
+
+def _attributes(state: State) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in state.attributes.items():
+        if key in HIDDEN_ATTRIBUTES or key == ATTR_FRIENDLY_NAME:
+            continue
+        text = value if isinstance(value, (int, float, bool)) else str(value)
+        if isinstance(text, str) and len(text) > MAX_ATTRIBUTE_CHARS:
+            text = text[:MAX_ATTRIBUTE_CHARS] + "…"
+        result[key] = text
+    return result
+
+
+def describe(hass: HomeAssistant, state: State, *, full: bool) -> dict[str, Any]:
+    """Describe an entity for the model."""
+    info: dict[str, Any] = {
+        "entity_id": state.entity_id,
+        "name": state.name,
+        "state": state.state,
+    }
+    if (area := area_name(hass, state.entity_id)) is not None:
+        info["area"] = area
+    if full:
+        info["attributes"] = _attributes(state)
+        info["last_changed"] = state.last_changed.isoformat(timespec="seconds")
+    return info
+
+
+class GetStateArgs(BaseModel):
+    """Arguments of get_state."""
+
+    entity_id: str = Field(description="The entity id, e.g. light.kitchen")
+
+
+async def get_state(ctx: ToolContext, args: GetStateArgs) -> dict[str, Any]:
+    """Return the state and attributes of one exposed entity."""
+    state = _visible_state(ctx.hass, args.entity_id.strip().lower())
+    return describe(ctx.hass, state, full=True)
+
+
+class ListEntitiesArgs(BaseModel):
+    """Arguments of list_entities."""
+
+    domain: str | None = Field(
+        default=None, description="Only this domain, e.g. light, lock, cover"
+    )
+    area: str | None = Field(default=None, description="Only this area, by name")
+
+
+async def list_entities(ctx: ToolContext, args: ListEntitiesArgs) -> dict[str, Any]:
+    """List the exposed entities, optionally of one domain or in one area."""
+    hass = ctx.hass
+    domain = (args.domain or "").strip().lower() or None
+    area = (args.area or "").strip().casefold() or None
+    found = []
+    for state in exposed_states(hass):
+        if domain is not None and state.domain != domain:
+            continue
+        info = describe(hass, state, full=False)
+        if area is not None and str(info.get("area", "")).casefold() != area:
+            continue
+        found.append(info)
+    result: dict[str, Any] = {"entities": found[:MAX_LISTED_ENTITIES]}
+    if len(found) > MAX_LISTED_ENTITIES:
+        result["note"] = (
+            f"Only the first {MAX_LISTED_ENTITIES} of {len(found)} are listed; "
+            "filter by domain or area."
+        )
+    if not found:
+        result["note"] = "No exposed entity matches."
+    return result
+
+
+class CallServiceArgs(BaseModel):
+    """Arguments of call_service."""
+
+    domain: str = Field(description="Service domain, e.g. light")
+    service: str = Field(description="Service name, e.g. turn_on")
+    entity_id: str | list[str] | None = Field(
+        default=None, description="Target entity id or ids"
+    )
+    data: dict[str, Any] | None = Field(
+        default=None, description="Extra service data, e.g. {\"brightness_pct\": 50}"
+    )
+
+
+def _entity_ids(value: object) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip().lower() for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple)):
+        return [str(part).strip().lower() for part in value if str(part).strip()]
+    msg = "entity_id must be an entity id or a list of them"
+    raise ToolError(msg)
+
+
+async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any]:
+    """Call a service on exposed entities, within the permission policy."""
+    hass = ctx.hass
+    domain = args.domain.strip().lower()
+    service = args.service.strip().lower()
+    if "." in service and not domain:
+        domain, service = service.split(".", 1)
+    data = dict(args.data or {})
+    for key in INDIRECT_TARGETS:
+        if key in data:
+            msg = f"{key} targets are not supported; pass the entity ids in entity_id"
+            raise ToolError(msg)
+    entity_ids = _entity_ids(args.entity_id) + _entity_ids(data.pop(ATTR_ENTITY_ID, None))
+    entity_ids = list(dict.fromkeys(entity_ids))
+    if "all" in entity_ids:
+        msg = "entity_id 'all' is not allowed; name the entities"
+        raise ToolError(msg)
+    if not entity_ids:
+        msg = "name the target entities in entity_id (use list_entities to find them)"
+        raise ToolError(msg)
+    verdict = evaluate(hass, domain, service, entity_ids)
+    if verdict.decision is Decision.BLOCK:
+        raise ToolError(f"Refused: {verdict.reason}.")
+    if verdict.decision is Decision.CONFIRM:
+        raise ToolError(
+            f"Refused: {verdict.reason}, and confirmations are not available yet. "
+            "Tell the user to do this in the Home Assistant app."
+        )
+    if not hass.services.has_service(domain, service):
+        msg = f"the service {domain}.{service} does not exist"
+        raise ToolError(msg)
+    context = Context(user_id=ctx.ha_user_id)
+    try:
+        async with asyncio.timeout(SERVICE_CALL_TIMEOUT):
+            await hass.services.async_call(
+                domain,
+                service,
+                {**data, ATTR_ENTITY_ID: entity_ids},
+                blocking=True,
+                context=context,
+            )
+    except TimeoutError as err:
+        msg = f"{domain}.{service} did not finish within {SERVICE_CALL_TIMEOUT} s"
+        raise ToolError(msg) from err
+    except (Unauthorized, UnknownUser) as err:
+        msg = "the user's Home Assistant account may not do this"
+        raise ToolError(msg) from err
+    except (HomeAssistantError, vol.Invalid, ValueError) as err:
+        raise ToolError(f"{domain}.{service} failed: {err}") from err
+    ctx.executed.append(f"{domain}.{service}")
+    return {
+        "result": "done",
+        "service": f"{domain}.{service}",
+        "states": [
+            describe(hass, state, full=False)
+            for entity_id in entity_ids
+            if (state := hass.states.get(entity_id)) is not None
+        ],
+    }
+
+
+HA_TOOLS: Final = (
+    ToolSpec(
+        name="get_state",
+        description="Get the current state and attributes of one entity.",
+        args_schema=GetStateArgs,
+        handler=get_state,
+    ),
+    ToolSpec(
+        name="list_entities",
+        description=(
+            "List the entities you can see and control, optionally filtered by "
+            "domain or area."
+        ),
+        args_schema=ListEntitiesArgs,
+        handler=list_entities,
+    ),
+    ToolSpec(
+        name="call_service",
+        description=(
+            "Call a Home Assistant service on entities, e.g. domain=light, "
+            "service=turn_on, entity_id=light.kitchen, data={\"brightness_pct\": 40}."
+        ),
+        args_schema=CallServiceArgs,
+        handler=call_service,
+        changes_state=True,
+    ),
+)

@@ -1,0 +1,177 @@
+"""One registry of tools: name, description, arguments and the flags safety reads."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..const import LOGGER
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from ..store.database import Database
+
+
+class ToolError(Exception):
+    """A tool refused or failed; the message is shown to the model."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Who is asking, and what the tools may use to answer."""
+
+    hass: HomeAssistant
+    database: Database | None
+    person: str
+    ha_user_id: str | None = None
+    # Set once untrusted text entered the turn (the taint rule reads it).
+    tainted: bool = False
+    executed: list[str] = field(default_factory=list)
+
+
+type ToolHandler = Callable[[ToolContext, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it, plus the flags the safety layers read."""
+
+    name: str
+    description: str
+    args_schema: type[BaseModel]
+    handler: ToolHandler
+    changes_state: bool = False
+    untrusted_output: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        """Return the tool in the function-calling format Ollama expects."""
+        params = self.args_schema.model_json_schema()
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": _compact_schema(params),
+            },
+        }
+
+
+def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's titles: they cost prompt tokens and tell the model nothing."""
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title":
+            continue
+        if key == "properties":
+            result[key] = {
+                name: _compact_schema(prop) for name, prop in value.items()
+            }
+        elif key == "anyOf":
+            result[key] = [_compact_schema(item) for item in value]
+        else:
+            result[key] = value
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a tool call produced, as the model will read it."""
+
+    content: str
+    ok: bool
+    # True when the call never reached a tool (unknown name, bad arguments).
+    malformed: bool = False
+
+
+class ToolRegistry:
+    """The enabled tools, in a fixed order so the prompt prefix never changes."""
+
+    def __init__(self, tools: Iterable[ToolSpec]) -> None:
+        """Index the tools by name, keeping their order."""
+        self._tools = {tool.name: tool for tool in tools}
+
+    def __contains__(self, name: object) -> bool:
+        """Tell whether a tool of that name is enabled."""
+        return name in self._tools
+
+    def get(self, name: str) -> ToolSpec | None:
+        """Return the tool of that name."""
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        """Return the tool names in registry order."""
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """Return every tool's schema, in registry order."""
+        return [tool.schema() for tool in self._tools.values()]
+
+    async def async_call(
+        self, ctx: ToolContext, name: str, args: object
+    ) -> ToolOutcome:
+        """Validate and run one tool call, log it, and describe the result."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolOutcome(
+                f"Error: there is no tool named {name!r}. "
+                f"Available tools: {', '.join(self._tools)}.",
+                ok=False,
+                malformed=True,
+            )
+        if not isinstance(args, dict):
+            return ToolOutcome(
+                f"Error: the arguments of {name} must be a JSON object.",
+                ok=False,
+                malformed=True,
+            )
+        try:
+            parsed = tool.args_schema.model_validate(args)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in err.errors()
+            )
+            return ToolOutcome(
+                f"Error: invalid arguments for {name}: {problems}.",
+                ok=False,
+                malformed=True,
+            )
+        start = time.monotonic()
+        try:
+            result = await tool.handler(ctx, parsed)
+        except ToolError as err:
+            outcome = ToolOutcome(f"Error: {err}", ok=False)
+            status = "refused"
+        except Exception:
+            LOGGER.exception("The tool %s failed", name)
+            outcome = ToolOutcome(
+                f"Error: {name} failed unexpectedly; tell the user it did not work.",
+                ok=False,
+            )
+            status = "error"
+        else:
+            outcome = ToolOutcome(_to_text(result), ok=True)
+            status = "ok"
+        duration_ms = (time.monotonic() - start) * 1000
+        if ctx.database is not None:
+            try:
+                await ctx.database.async_log_tool_call(
+                    name, ctx.person, duration_ms, status
+                )
+            except Exception as err:  # noqa: BLE001
+                # The log must never cost the user their answer.
+                LOGGER.debug("Could not log the tool call: %s", err)
+        return outcome
+
+
+def _to_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -1,0 +1,1 @@
+"""Tests for the ha_personal_assistant custom integration."""

@@ -1,0 +1,73 @@
+"""Helpers shared by the integration's end-to-end tests."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_expose_entity,
+)
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    MockConfigEntry,
+)
+
+from custom_components.ha_personal_assistant.const import (
+    CONF_MODEL,
+    CONF_OLLAMA_URL,
+    CONF_REQUEST_TIMEOUT,
+    DOMAIN,
+)
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from .fake_ollama import FakeOllama
+
+MODEL = "qwen3:4b"
+EXPOSED = (
+    "light.kitchen_lights",
+    "light.bed_light",
+    "lock.front_door",
+    "cover.garage_door",
+    "cover.kitchen_window",
+)
+HIDDEN = "light.ceiling_lights"
+
+
+async def async_setup_house(hass: HomeAssistant) -> None:
+    """Set up HA's core and the demo house, exposing some entities to Assist."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    assert await async_setup_component(hass, "demo", {})
+    await hass.async_block_till_done()
+    for entity_id in hass.states.async_entity_ids():
+        async_expose_entity(hass, "conversation", entity_id, entity_id in EXPOSED)
+
+
+async def async_setup_assistant(
+    hass: HomeAssistant, ollama: FakeOllama, **options: Any
+) -> MockConfigEntry:
+    """Add and set up the integration against the fake Ollama."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=MODEL,
+        unique_id=ollama.url,
+        data={CONF_OLLAMA_URL: ollama.url, CONF_MODEL: MODEL},
+        options={CONF_REQUEST_TIMEOUT: 10, **options},
+    )
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    return entry
+
+
+def last_user_content(request: dict[str, Any]) -> str:
+    """Return the text of the last user message of an Ollama chat request."""
+    return next(
+        m["content"] for m in reversed(request["messages"]) if m["role"] == "user"
+    )
+
+
+def tool_results(request: dict[str, Any]) -> list[str]:
+    """Return the tool results the model was given in a chat request."""
+    return [m["content"] for m in request["messages"] if m["role"] == "tool"]

@@ -1,0 +1,39 @@
+"""
+Shared fixtures for the ha_personal_assistant test suite.
+
+``custom_components`` is imported first, before anything from homeassistant:
+HA's loader imports the top-level ``custom_components`` package and scans its
+``__path__``. The package that wins is whichever Python imported first, so
+importing ours here makes HA load this repository's integration instead of the
+(empty) one in pytest-homeassistant-custom-component's testing config.
+"""
+
+# ruff: noqa: I001 -- the import order below is the point of this module.
+import custom_components  # noqa: F401
+
+import pytest
+
+from .fake_ollama import FakeOllama, fake_ollama
+from .telegram_harness import (
+    TelegramHarness,
+    telegram,
+    telegram_api,
+    telegram_chat_ids,
+)
+
+# No ``pytest_plugins`` here: pytest-homeassistant-custom-component registers
+# its fixtures (hass, socket_enabled, ...) through a pytest11 entry point.
+
+__all__ = [
+    "FakeOllama",
+    "TelegramHarness",
+    "fake_ollama",
+    "telegram",
+    "telegram_api",
+    "telegram_chat_ids",
+]
+
+
+@pytest.fixture(autouse=True)
+def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
+    """Let HA load integrations from ``custom_components`` in every test."""

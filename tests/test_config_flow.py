@@ -1,0 +1,945 @@
+"""Tests of the config, reconfigure and options flows and the Ollama client."""
+
+from __future__ import annotations
+
+import asyncio
+from copy import deepcopy
+from typing import TYPE_CHECKING, Any
+from unittest.mock import AsyncMock, patch
+
+import aiohttp
+import pytest
+from homeassistant import config_entries
+from homeassistant.data_entry_flow import FlowResultType, InvalidData
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
+from pytest_homeassistant_custom_component.test_util.aiohttp import (
+    AiohttpClientMocker,
+    AiohttpClientMockResponse,
+)
+from yarl import URL
+
+from custom_components.ha_personal_assistant.const import DOMAIN
+from custom_components.ha_personal_assistant.ollama_api import (
+    InvalidOllamaUrl,
+    OllamaConnectionError,
+    OllamaError,
+    OllamaModel,
+    OllamaModelInfo,
+    OllamaModelNotFound,
+    async_list_models,
+    async_show_model,
+    normalize_url,
+    url_without_credentials,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Generator
+
+    from homeassistant.core import HomeAssistant
+
+OLLAMA_URL = "http://192.168.1.10:11434"
+OTHER_URL = "http://192.168.1.20:11434"
+
+DEFAULT_OPTIONS = {
+    "confirmation_timeout": 300,
+    "session_timeout": 30,
+    "num_ctx": 8192,
+    "keep_alive": -1,
+    "request_timeout": 120,
+    "web_search": True,
+    "allowed_user_ids": [],
+    "user_mapping": {},
+}
+
+# What /api/tags and /api/show answer, trimmed to the fields we read.
+TAGS = {
+    "gemma2:2b": {"family": "gemma2", "parameter_size": "2.6B"},
+    "nomic-embed-text:latest": {"family": "nomic-bert", "parameter_size": "137M"},
+    "qwen3:8b": {"family": "qwen3", "parameter_size": "8.2B"},
+    "llama3.1:8b": {"family": "llama", "parameter_size": "8.0B"},
+}
+SHOW = {
+    "gemma2:2b": {
+        "capabilities": ["completion"],
+        "model_info": {"general.architecture": "gemma2", "gemma2.context_length": 8192},
+    },
+    "nomic-embed-text:latest": {
+        "capabilities": ["embedding"],
+        "model_info": {
+            "general.architecture": "nomic-bert",
+            "nomic-bert.context_length": 2048,
+        },
+    },
+    "qwen3:8b": {
+        "capabilities": ["completion", "tools", "thinking"],
+        "model_info": {"general.architecture": "qwen3", "qwen3.context_length": 40960},
+    },
+    "llama3.1:8b": {
+        "capabilities": ["completion", "tools"],
+        "model_info": {
+            "general.architecture": "llama",
+            "llama.context_length": 131072,
+        },
+    },
+}
+
+
+class MockedOllama:
+    """An Ollama server speaking /api/tags and /api/show through aioclient_mock."""
+
+    def __init__(
+        self,
+        aioclient_mock: AiohttpClientMocker,
+        url: str = OLLAMA_URL,
+        models: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Serve the given models (name to /api/show answer) at url."""
+        self.show = deepcopy(SHOW if models is None else models)
+        aioclient_mock.get(f"{url}/api/tags", side_effect=self.answer_tags)
+        aioclient_mock.post(f"{url}/api/show", side_effect=self.answer_show)
+
+    async def answer_tags(
+        self, method: str, url: URL, _data: Any
+    ) -> AiohttpClientMockResponse:
+        """Answer GET /api/tags."""
+        models = [
+            {
+                "name": name,
+                "model": name,
+                "size": 4_920_753_328,
+                "details": {"format": "gguf", **TAGS.get(name, {})},
+            }
+            for name in self.show
+        ]
+        return AiohttpClientMockResponse(method, url, json={"models": models})
+
+    async def answer_show(
+        self, method: str, url: URL, data: Any
+    ) -> AiohttpClientMockResponse:
+        """Answer POST /api/show like Ollama, 404 for a model it does not have."""
+        name = data["model"]
+        if name not in self.show:
+            return AiohttpClientMockResponse(
+                method, url, status=404, json={"error": f"model '{name}' not found"}
+            )
+        return AiohttpClientMockResponse(method, url, json=self.show[name])
+
+
+@pytest.fixture(autouse=True)
+async def setup_homeassistant(hass: HomeAssistant) -> None:
+    """Set up HA's core integration, which conversation (our dependency) needs."""
+    assert await async_setup_component(hass, "homeassistant", {})
+
+
+@pytest.fixture
+def mock_setup_entry() -> Generator[AsyncMock]:
+    """Keep created or reloaded entries from starting the assistant."""
+    with patch(
+        "custom_components.ha_personal_assistant.async_setup_entry",
+        return_value=True,
+    ) as mock:
+        yield mock
+
+
+@pytest.fixture
+def ollama(aioclient_mock: AiohttpClientMocker) -> MockedOllama:
+    """Serve the standard set of models at OLLAMA_URL."""
+    return MockedOllama(aioclient_mock)
+
+
+def suggested(result: dict[str, Any], field: str) -> Any:
+    """Return the value a form shows prefilled in a field."""
+    for key in result["data_schema"].schema:
+        if key.schema == field:
+            return (key.description or {}).get("suggested_value")
+    msg = f"No field {field}"
+    raise AssertionError(msg)
+
+
+def select_options(
+    result: dict[str, Any], field: str, part: str = "value"
+) -> list[str]:
+    """Return the values (or labels) a form offers in a drop-down."""
+    for key, selector in result["data_schema"].schema.items():
+        if key.schema == field:
+            return [option[part] for option in selector.config["options"]]
+    msg = f"No field {field}"
+    raise AssertionError(msg)
+
+
+async def start_user_flow(hass: HomeAssistant) -> dict[str, Any]:
+    """Open the config flow the way the Add Integration dialog does."""
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "user"
+    return result
+
+
+async def submit_url(hass: HomeAssistant, url: str = OLLAMA_URL) -> dict[str, Any]:
+    """Start the config flow and submit the Ollama URL."""
+    result = await start_user_flow(hass)
+    return await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"ollama_url": url}
+    )
+
+
+def add_entry(
+    hass: HomeAssistant,
+    *,
+    url: str = OLLAMA_URL,
+    data: dict[str, str] | None = None,
+    title: str | None = None,
+    options: dict[str, Any] | None = None,
+) -> MockConfigEntry:
+    """Add an already configured entry; data adds to or replaces the defaults."""
+    data = {"ollama_url": url, "model": "qwen3:8b", **(data or {})}
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=title or f"{data['model']} on {URL(url).host}",
+        data=data,
+        options=DEFAULT_OPTIONS if options is None else options,
+        unique_id=url,
+    )
+    entry.add_to_hass(hass)
+    return entry
+
+
+# The config flow.
+
+
+async def test_user_form_suggests_localhost(hass: HomeAssistant) -> None:
+    """The first form asks for the URL with Ollama's default address."""
+    result = await start_user_flow(hass)
+    assert result["errors"] == {}
+    key = next(iter(result["data_schema"].schema))
+    assert key.schema == "ollama_url"
+    assert key.default() == "http://localhost:11434"
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_full_flow_with_embedding_model(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """A user picks a chat and an embedding model and gets an entry with both."""
+    result = await submit_url(hass, f" {OLLAMA_URL}/ ")
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "model"
+    assert result["errors"] == {}
+    assert result["description_placeholders"] == {"url": OLLAMA_URL}
+    # Embedding-only models can't chat; tool-capable models come first.
+    assert select_options(result, "model") == ["llama3.1:8b", "qwen3:8b", "gemma2:2b"]
+    assert select_options(result, "model", "label") == [
+        "llama3.1:8b (8.0B)",
+        "qwen3:8b (8.2B)",
+        "gemma2:2b (2.6B)",
+    ]
+    assert select_options(result, "embedding_model")[0] == "nomic-embed-text:latest"
+    assert suggested(result, "model") == "llama3.1:8b"
+    assert suggested(result, "embedding_model") == "nomic-embed-text:latest"
+
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"],
+        {"model": "qwen3:8b", "embedding_model": "nomic-embed-text:latest"},
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["title"] == "qwen3:8b on 192.168.1.10"
+    assert result["data"] == {
+        "ollama_url": OLLAMA_URL,
+        "model": "qwen3:8b",
+        "embedding_model": "nomic-embed-text:latest",
+    }
+    assert result["options"] == DEFAULT_OPTIONS
+    assert result["result"].unique_id == OLLAMA_URL
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_full_flow_without_embedding_model(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """Leaving the embedding model empty stores no embedding model."""
+    result = await submit_url(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "llama3.1:8b"}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["data"] == {"ollama_url": OLLAMA_URL, "model": "llama3.1:8b"}
+    assert result["options"] == DEFAULT_OPTIONS
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_credentials_stay_out_of_unique_id_and_title(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """A URL with a password keeps it in data but shows and keys it without."""
+    result = await submit_url(hass, "http://ha:secret@192.168.1.10:11434/api")
+    assert result["description_placeholders"] == {"url": OLLAMA_URL}
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "qwen3:8b"}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["data"]["ollama_url"] == "http://ha:secret@192.168.1.10:11434"
+    assert result["result"].unique_id == OLLAMA_URL
+    assert "secret" not in result["title"]
+
+
+@pytest.mark.parametrize(
+    "url", ["192.168.1.10:11434", "ftp://192.168.1.10", "http://", "http://h:99999"]
+)
+async def test_invalid_url_is_shown_on_the_field(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, url: str
+) -> None:
+    """An address without http(s) or host is refused before contacting anything."""
+    result = await submit_url(hass, url)
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "user"
+    assert result["errors"] == {"ollama_url": "invalid_url"}
+    assert suggested(result, "ollama_url") == url
+    assert aioclient_mock.call_count == 0
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"exc": aiohttp.ClientConnectionError("Connection refused")},
+        {"exc": TimeoutError()},
+        {"status": 500, "text": "Internal Server Error"},
+        {"status": 404, "text": "404 page not found"},
+        {"status": 200, "text": "<html>Not Ollama</html>"},
+    ],
+    ids=["refused", "timeout", "http_500", "not_ollama", "not_json"],
+)
+async def test_unreachable_server_shows_cannot_connect(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, failure: dict[str, Any]
+) -> None:
+    """Every way of not reaching Ollama shows cannot_connect and keeps the URL."""
+    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", **failure)
+    result = await submit_url(hass)
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "user"
+    assert result["errors"] == {"base": "cannot_connect"}
+    assert suggested(result, "ollama_url") == OLLAMA_URL
+
+
+async def test_unexpected_error_shows_unknown(
+    hass: HomeAssistant,
+    aioclient_mock: AiohttpClientMocker,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An unexpected failure shows unknown and logs the traceback."""
+    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", exc=RuntimeError("boom"))
+    result = await submit_url(hass)
+    assert result["errors"] == {"base": "unknown"}
+    assert "Unexpected error listing models at http://192.168.1.10:11434" in caplog.text
+    assert "RuntimeError: boom" in caplog.text
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_server_recovers_after_cannot_connect(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """After fixing the server the same form moves on to the model step."""
+    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", exc=aiohttp.ClientConnectionError())
+    result = await submit_url(hass)
+    assert result["errors"] == {"base": "cannot_connect"}
+
+    aioclient_mock.clear_requests()
+    MockedOllama(aioclient_mock)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"ollama_url": OLLAMA_URL}
+    )
+    assert result["step_id"] == "model"
+
+
+@pytest.mark.parametrize(
+    "models",
+    [{}, {"nomic-embed-text:latest": SHOW["nomic-embed-text:latest"]}],
+    ids=["no_models", "only_embedding"],
+)
+async def test_server_without_chat_models_asks_to_pull_one(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, models: dict[str, Any]
+) -> None:
+    """A server with no chat model installed says so instead of offering nothing."""
+    MockedOllama(aioclient_mock, models=models)
+    result = await submit_url(hass)
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "user"
+    assert result["errors"] == {"base": "no_models"}
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_model_without_tools_is_refused_then_a_tool_model_accepted(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """A model that can't call tools is refused; picking another one finishes."""
+    result = await submit_url(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "gemma2:2b"}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "model"
+    assert result["errors"] == {"model": "model_no_tools"}
+    assert suggested(result, "model") == "gemma2:2b"
+
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "qwen3:8b"}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["data"]["model"] == "qwen3:8b"
+
+
+async def test_chat_model_as_embedding_model_is_refused(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """A chat model chosen as the embedding model is refused on that field."""
+    result = await submit_url(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "qwen3:8b", "embedding_model": "llama3.1:8b"}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"embedding_model": "not_embedding_model"}
+
+
+async def test_model_removed_before_submit_is_reported(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """A model deleted on the server after the list was shown is reported."""
+    result = await submit_url(hass)
+    del ollama.show["qwen3:8b"]
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "qwen3:8b"}
+    )
+    assert result["errors"] == {"model": "model_not_found"}
+
+
+@pytest.mark.parametrize(
+    ("failure", "error"),
+    [
+        ({"status": 500}, "cannot_connect"),
+        ({"exc": aiohttp.ClientConnectionError()}, "cannot_connect"),
+        ({"exc": RuntimeError("boom")}, "unknown"),
+    ],
+    ids=["http_500", "refused", "unexpected"],
+)
+async def test_model_check_failure_is_shown_and_all_models_offered(
+    hass: HomeAssistant,
+    aioclient_mock: AiohttpClientMocker,
+    failure: dict[str, Any],
+    error: str,
+) -> None:
+    """If /api/show fails, every model is offered and the submit shows the error."""
+    ollama = MockedOllama(aioclient_mock)
+    aioclient_mock.clear_requests()
+    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", side_effect=ollama.answer_tags)
+    aioclient_mock.post(f"{OLLAMA_URL}/api/show", **failure)
+
+    result = await submit_url(hass)
+    assert result["step_id"] == "model"
+    assert sorted(select_options(result, "model")) == sorted(SHOW)
+    assert suggested(result, "model") is None
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "qwen3:8b"}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"base": error}
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_old_ollama_without_capabilities_accepts_the_choice(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """Servers older than Ollama 0.6.4 report no capabilities: trust the user."""
+    models = {
+        name: {key: value for key, value in show.items() if key != "capabilities"}
+        for name, show in SHOW.items()
+    }
+    models["mystery:latest"] = {}
+    MockedOllama(aioclient_mock, models=models)
+    result = await submit_url(hass)
+    assert sorted(select_options(result, "model")) == sorted(models)
+    assert "mystery:latest" in select_options(result, "model", "label")
+    assert suggested(result, "model") is None
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "gemma2:2b", "embedding_model": "gemma2:2b"}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+
+
+@pytest.mark.parametrize(
+    "url", [OLLAMA_URL, f"{OLLAMA_URL}/", "HTTP://192.168.1.10:11434/api/"]
+)
+async def test_same_server_twice_aborts(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, url: str
+) -> None:
+    """A server already set up aborts, however its URL is spelled."""
+    add_entry(hass)
+    result = await submit_url(hass, url)
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "already_configured"
+    assert aioclient_mock.call_count == 0
+
+
+# Reconfigure.
+
+
+async def test_reconfigure_moves_to_another_server(
+    hass: HomeAssistant,
+    aioclient_mock: AiohttpClientMocker,
+    mock_setup_entry: AsyncMock,
+) -> None:
+    """Reconfigure prefills the current values, then moves the entry and reloads."""
+    entry = add_entry(hass, data={"model": "llama3.1:8b"})
+    MockedOllama(aioclient_mock)
+    MockedOllama(aioclient_mock, url=OTHER_URL)
+
+    result = await entry.start_reconfigure_flow(hass)
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "reconfigure"
+    assert suggested(result, "ollama_url") == OLLAMA_URL
+
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"ollama_url": f"{OTHER_URL}/"}
+    )
+    assert result["step_id"] == "model"
+    assert suggested(result, "model") == "llama3.1:8b"
+    assert suggested(result, "embedding_model") is None
+
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"],
+        {"model": "qwen3:8b", "embedding_model": "nomic-embed-text:latest"},
+    )
+    await hass.async_block_till_done()
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "reconfigure_successful"
+    assert entry.data == {
+        "ollama_url": OTHER_URL,
+        "model": "qwen3:8b",
+        "embedding_model": "nomic-embed-text:latest",
+    }
+    assert entry.unique_id == OTHER_URL
+    assert entry.title == "qwen3:8b on 192.168.1.20"
+    assert entry.options == DEFAULT_OPTIONS
+    assert len(mock_setup_entry.mock_calls) == 1
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_reconfigure_same_server_keeps_a_custom_title(
+    hass: HomeAssistant, ollama: MockedOllama
+) -> None:
+    """Changing only the model keeps the unique id and a title the user chose."""
+    entry = add_entry(
+        hass,
+        title="House brain",
+        data={"embedding_model": "nomic-embed-text:latest"},
+    )
+    result = await entry.start_reconfigure_flow(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"ollama_url": OLLAMA_URL}
+    )
+    assert suggested(result, "model") == "qwen3:8b"
+    assert suggested(result, "embedding_model") == "nomic-embed-text:latest"
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"model": "llama3.1:8b"}
+    )
+    await hass.async_block_till_done()
+    assert result["reason"] == "reconfigure_successful"
+    assert entry.data == {"ollama_url": OLLAMA_URL, "model": "llama3.1:8b"}
+    assert entry.unique_id == OLLAMA_URL
+    assert entry.title == "House brain"
+
+
+async def test_reconfigure_onto_a_configured_server_aborts(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """Moving an entry to a server another entry uses aborts and changes nothing."""
+    entry = add_entry(hass)
+    add_entry(hass, url=OTHER_URL)
+    result = await entry.start_reconfigure_flow(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"ollama_url": f"{OTHER_URL}/"}
+    )
+    assert result["type"] is FlowResultType.ABORT
+    assert result["reason"] == "already_configured"
+    assert entry.data["ollama_url"] == OLLAMA_URL
+    assert entry.unique_id == OLLAMA_URL
+
+
+async def test_reconfigure_shows_errors_on_its_own_form(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """A bad URL during reconfigure re-shows the reconfigure form."""
+    entry = add_entry(hass)
+    result = await entry.start_reconfigure_flow(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"ollama_url": "192.168.1.30"}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "reconfigure"
+    assert result["errors"] == {"ollama_url": "invalid_url"}
+    assert suggested(result, "ollama_url") == "192.168.1.30"
+
+
+# The options flow.
+
+
+async def test_options_form_shows_current_values(hass: HomeAssistant) -> None:
+    """The options form is prefilled with what is stored, ids as text."""
+    entry = add_entry(
+        hass,
+        options={**DEFAULT_OPTIONS, "num_ctx": 16384, "allowed_user_ids": [42]},
+    )
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "init"
+    assert suggested(result, "num_ctx") == 16384
+    assert suggested(result, "web_search") is True
+    assert suggested(result, "allowed_user_ids") == ["42"]
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_options_without_allowed_ids_are_saved_as_typed_values(
+    hass: HomeAssistant,
+) -> None:
+    """Without allowed ids the form saves at once, numbers as ints, other keys kept."""
+    entry = add_entry(
+        hass,
+        options={
+            **DEFAULT_OPTIONS,
+            "allowed_user_ids": [42],
+            "user_mapping": {"42": "abc"},
+            "blocked_services": ["lock.unlock"],
+        },
+    )
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "confirmation_timeout": 600.0,
+            "session_timeout": 15,
+            "num_ctx": 32768,
+            "keep_alive": 0,
+            "request_timeout": 300,
+            "web_search": False,
+        },
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options == {
+        "confirmation_timeout": 600,
+        "session_timeout": 15,
+        "num_ctx": 32768,
+        "keep_alive": 0,
+        "request_timeout": 300,
+        "web_search": False,
+        "allowed_user_ids": [],
+        "user_mapping": {},
+        "blocked_services": ["lock.unlock"],
+    }
+    assert isinstance(entry.options["confirmation_timeout"], int)
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_options_fill_in_defaults_for_missing_keys(hass: HomeAssistant) -> None:
+    """An entry with no options gets every option when the form is saved."""
+    entry = add_entry(hass, options={})
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert suggested(result, "confirmation_timeout") == 300
+    result = await hass.config_entries.options.async_configure(result["flow_id"], {})
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options == DEFAULT_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("confirmation_timeout", 29),
+        ("confirmation_timeout", 3601),
+        ("session_timeout", 0),
+        ("session_timeout", 1441),
+        ("num_ctx", 1024),
+        ("num_ctx", 262144),
+        ("keep_alive", -2),
+        ("request_timeout", 0),
+        ("request_timeout", 601),
+    ],
+)
+async def test_options_out_of_range_are_refused(
+    hass: HomeAssistant, field: str, value: int
+) -> None:
+    """Numbers outside their range are refused by the form."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    with pytest.raises(InvalidData):
+        await hass.config_entries.options.async_configure(
+            result["flow_id"], {field: value}
+        )
+    assert entry.options == DEFAULT_OPTIONS
+
+
+@pytest.mark.parametrize("bad_id", ["@alice", "12a", "-5", "0", "1_000", "²"])
+async def test_invalid_telegram_id_is_refused_then_fixed(
+    hass: HomeAssistant, hass_admin_user: MockUser, bad_id: str
+) -> None:
+    """A user name instead of a numeric id is refused and the input kept."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"allowed_user_ids": ["123456789", bad_id]}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "init"
+    assert result["errors"] == {"allowed_user_ids": "invalid_user_id"}
+    assert suggested(result, "allowed_user_ids") == ["123456789", bad_id]
+
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"allowed_user_ids": ["123456789"]}
+    )
+    assert result["step_id"] == "user_mapping"
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_allowed_ids_lead_to_mapping_that_stores_chosen_users(
+    hass: HomeAssistant, hass_admin_user: MockUser, hass_owner_user: MockUser
+) -> None:
+    """Each allowed id gets a choice of real HA users; only chosen links are kept."""
+    MockUser(name="Supervisor", system_generated=True).add_to_hass(hass)
+    MockUser(name="Former tenant", is_active=False).add_to_hass(hass)
+    entry = add_entry(
+        hass,
+        options={
+            **DEFAULT_OPTIONS,
+            "allowed_user_ids": [111],
+            "user_mapping": {"111": hass_owner_user.id, "333": "gone-user"},
+        },
+    )
+
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {"allowed_user_ids": [" 111 ", "", "222", "111"], "web_search": False},
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "user_mapping"
+    assert [key.schema for key in result["data_schema"].schema] == ["111", "222"]
+    offered = select_options(result, "111")
+    assert sorted(offered) == sorted([hass_admin_user.id, hass_owner_user.id])
+    assert suggested(result, "111") == hass_owner_user.id
+    assert suggested(result, "222") is None
+
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"111": hass_admin_user.id}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["allowed_user_ids"] == [111, 222]
+    assert entry.options["user_mapping"] == {"111": hass_admin_user.id}
+    assert entry.options["web_search"] is False
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_mapping_step_with_nobody_linked_stores_an_empty_mapping(
+    hass: HomeAssistant, hass_admin_user: MockUser
+) -> None:
+    """Leaving every Telegram user unlinked stores an empty mapping."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"allowed_user_ids": ["555"]}
+    )
+    result = await hass.config_entries.options.async_configure(result["flow_id"], {})
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["allowed_user_ids"] == [555]
+    assert entry.options["user_mapping"] == {}
+
+
+async def test_mapping_refuses_a_user_that_is_not_offered(
+    hass: HomeAssistant, hass_admin_user: MockUser
+) -> None:
+    """Only listed HA users can be linked."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"allowed_user_ids": ["555"]}
+    )
+    with pytest.raises(InvalidData):
+        await hass.config_entries.options.async_configure(
+            result["flow_id"], {"555": "not-a-user"}
+        )
+
+
+# normalize_url and the Ollama client.
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://192.168.1.10:11434", "http://192.168.1.10:11434"),
+        ("  http://192.168.1.10:11434/  ", "http://192.168.1.10:11434"),
+        ("http://192.168.1.10:11434/api", "http://192.168.1.10:11434"),
+        ("http://192.168.1.10:11434/api/tags?x=1#top", "http://192.168.1.10:11434"),
+        ("HTTP://Ollama.LAN:11434", "http://ollama.lan:11434"),
+        ("https://ollama.example.com", "https://ollama.example.com"),
+        ("https://ollama.example.com:443/", "https://ollama.example.com"),
+        ("http://[fd00::10]:11434", "http://[fd00::10]:11434"),
+        ("http://ha:s3cret@ollama.lan:11434/", "http://ha:s3cret@ollama.lan:11434"),
+    ],
+)
+def test_normalize_url(url: str, expected: str) -> None:
+    """URLs are reduced to scheme, credentials, host and non-default port."""
+    assert normalize_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "192.168.1.10:11434",
+        "localhost",
+        "ftp://192.168.1.10",
+        "http://",
+        "http:///api",
+        "http://exa mple.com",
+        "http://host:99999",
+        "http://host:port",
+    ],
+)
+def test_normalize_url_refuses(url: str) -> None:
+    """Anything but an http(s) URL with a host is refused."""
+    with pytest.raises(InvalidOllamaUrl):
+        normalize_url(url)
+
+
+def test_url_without_credentials() -> None:
+    """Credentials are removed for display and logs."""
+    assert url_without_credentials("http://a:b@h:1") == "http://h:1"
+    assert url_without_credentials("http://h:1") == "http://h:1"
+
+
+async def test_list_models_reads_tags(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """Models are read from /api/tags; malformed entries are skipped."""
+    aioclient_mock.get(
+        f"{OLLAMA_URL}/api/tags",
+        json={
+            "models": [
+                {
+                    "name": "qwen3:8b",
+                    "size": 5_225_376_047,
+                    "details": {"family": "qwen3", "parameter_size": "8.2B"},
+                },
+                {"model": "tiny:latest", "size": True, "details": None},
+                {"name": ""},
+                "junk",
+            ]
+        },
+    )
+    models = await async_list_models(async_get_clientsession(hass), OLLAMA_URL)
+    assert models == [
+        OllamaModel("qwen3:8b", 5_225_376_047, "qwen3", "8.2B"),
+        OllamaModel("tiny:latest", None, None, None),
+    ]
+
+
+async def test_show_model_reads_capabilities_and_context(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """Capabilities and "<arch>.context_length" come from /api/show."""
+    MockedOllama(aioclient_mock)
+    session = async_get_clientsession(hass)
+    info = await async_show_model(session, OLLAMA_URL, "qwen3:8b")
+    assert info == OllamaModelInfo(
+        "qwen3:8b", ("completion", "tools", "thinking"), 40960
+    )
+    assert not info.is_embedding_only
+    assert not info.lacks("tools")
+    assert info.lacks("embedding")
+    embedder = await async_show_model(session, OLLAMA_URL, "nomic-embed-text:latest")
+    assert embedder.is_embedding_only
+    assert aioclient_mock.mock_calls[-1][2] == {"model": "nomic-embed-text:latest"}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"capabilities": "tools", "model_info": {"llama.context_length": 8192}},
+        {"model_info": {"general.architecture": "llama"}},
+        {"model_info": None},
+        {},
+    ],
+)
+async def test_show_model_tolerates_missing_details(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, body: dict[str, Any]
+) -> None:
+    """Missing or odd details give no capabilities and no context length."""
+    aioclient_mock.post(f"{OLLAMA_URL}/api/show", json=body)
+    info = await async_show_model(async_get_clientsession(hass), OLLAMA_URL, "m")
+    assert info == OllamaModelInfo("m", (), None)
+    assert not info.lacks("tools")
+
+
+async def test_show_model_not_found(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """A 404 from /api/show means the model is not installed."""
+    MockedOllama(aioclient_mock)
+    with pytest.raises(OllamaModelNotFound, match="missing:latest"):
+        await async_show_model(
+            async_get_clientsession(hass), OLLAMA_URL, "missing:latest"
+        )
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ({"exc": aiohttp.ClientConnectionError()}, OllamaConnectionError),
+        ({"exc": TimeoutError()}, OllamaConnectionError),
+        ({"status": 502}, OllamaConnectionError),
+        ({"text": "not json"}, OllamaConnectionError),
+        ({"status": 401}, OllamaError),
+        ({"status": 404}, OllamaError),
+        ({"json": ["a", "list"]}, OllamaError),
+        ({"json": {"models": None}}, OllamaError),
+    ],
+)
+async def test_list_models_errors(
+    hass: HomeAssistant,
+    aioclient_mock: AiohttpClientMocker,
+    answer: dict[str, Any],
+    error: type[OllamaError],
+) -> None:
+    """Failures map to OllamaConnectionError (retry later) or OllamaError."""
+    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", **answer)
+    with pytest.raises(error) as exc_info:
+        await async_list_models(async_get_clientsession(hass), OLLAMA_URL)
+    assert not isinstance(exc_info.value, OllamaModelNotFound)
+
+
+async def test_show_model_unexpected_answer(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """An answer that is not an object is an OllamaError."""
+    aioclient_mock.post(f"{OLLAMA_URL}/api/show", json=["nope"])
+    with pytest.raises(OllamaError):
+        await async_show_model(async_get_clientsession(hass), OLLAMA_URL, "m")
+
+
+async def test_timeout_is_enforced_and_errors_hide_credentials(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+) -> None:
+    """A server slower than the timeout fails fast; messages carry no password."""
+
+    async def hang(method: str, url: URL, data: Any) -> AiohttpClientMockResponse:
+        await asyncio.sleep(10)
+        raise AssertionError  # pragma: no cover
+
+    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", side_effect=hang)
+    with pytest.raises(OllamaConnectionError) as exc_info:
+        await async_list_models(
+            async_get_clientsession(hass),
+            "http://ha:s3cret@192.168.1.10:11434",
+            timeout=0.01,
+        )
+    assert "s3cret" not in str(exc_info.value)
+    assert "192.168.1.10" in str(exc_info.value)

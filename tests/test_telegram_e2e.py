@@ -1,0 +1,372 @@
+"""A household member writes to the bot on Telegram and the house answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from custom_components.ha_personal_assistant.const import (
+    CONF_ALLOWED_USER_IDS,
+    CONF_USER_MAPPING,
+    TELEGRAM_MESSAGE_LIMIT,
+)
+
+from .common import HIDDEN, MODEL, async_setup_assistant, async_setup_house, last_user_content, tool_results
+from .telegram_harness import ALICE_ID, BOB_ID, MALLORY_ID
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+    from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+    from .fake_ollama import FakeOllama
+    from .telegram_harness import TelegramHarness
+
+
+HOUSE_DOMAINS = ["light", "lock", "cover"]
+
+
+@pytest.fixture
+async def assistant(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> MockConfigEntry:
+    """The demo house, the Telegram bot and the assistant, all set up."""
+    await async_setup_house(hass)
+    return await async_setup_assistant(hass, fake_ollama)
+
+
+async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The update reaches Ollama through ChatOllama and the answer reaches Telegram."""
+    fake_ollama.reply("Hello Alice, the house is quiet.")
+    assert await telegram.send_text("Hi, how is the house?") == 200
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[0]["text"] == "Hello Alice, the house is quiet."
+    assert sent[0]["chat_id"] == ALICE_ID
+    assert sent[0]["link_preview_options"] == {"is_disabled": True}
+    # Sent as plain text: entity ids with underscores must not break Markdown.
+    assert "parse_mode" not in sent[0]
+
+    request = fake_ollama.chat_requests[-1]
+    assert request["model"] == MODEL
+    assert request["options"]["num_ctx"] == 8192
+    assert request["keep_alive"] == -1
+    assert request["think"] is False
+    assert [t["function"]["name"] for t in request["tools"]] == [
+        "get_state",
+        "list_entities",
+        "call_service",
+    ]
+    user = last_user_content(request)
+    assert user.startswith("Hi, how is the house?")
+    assert "light.kitchen_lights" in user
+    assert HIDDEN not in user
+    assert "User: Alice" in user
+    # A typing indicator was shown while the model worked.
+    assert telegram.calls("sendChatAction")[0]["action"] == "typing"
+
+
+async def test_the_model_turns_on_an_exposed_light(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A tool call on an exposed light switches the real demo light."""
+    await hass.services.async_call(
+        "light", "turn_off", {"entity_id": "light.kitchen_lights"}, blocking=True
+    )
+    fake_ollama.tool_call(
+        "call_service",
+        {"domain": "light", "service": "turn_on", "entity_id": "light.kitchen_lights"},
+    ).reply("The kitchen lights are on.")
+    await telegram.send_text("Turn on the kitchen lights")
+    sent = await telegram.wait_for_sent(1)
+    assert sent[0]["text"] == "The kitchen lights are on."
+    assert hass.states.get("light.kitchen_lights").state == "on"
+    result = json.loads(tool_results(fake_ollama.chat_requests[-1])[0])
+    assert result["result"] == "done"
+    assert result["states"][0]["state"] == "on"
+
+
+async def test_an_entity_not_exposed_is_refused_and_the_model_told_why(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The same call on a hidden light changes nothing and explains itself."""
+    before = hass.states.get(HIDDEN).state
+    fake_ollama.tool_call(
+        "call_service",
+        {"domain": "light", "service": "toggle", "entity_id": HIDDEN},
+    ).reply("I can't control that light.")
+    await telegram.send_text("Toggle the ceiling lights")
+    await telegram.wait_for_sent(1)
+    assert hass.states.get(HIDDEN).state == before
+    result = tool_results(fake_ollama.chat_requests[-1])[0]
+    assert "not exposed" in result
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        ({"domain": "lock", "service": "unlock", "entity_id": "lock.front_door"}, "needs confirmation"),
+        ({"domain": "cover", "service": "open_cover", "entity_id": "cover.garage_door"}, "needs confirmation"),
+        ({"domain": "homeassistant", "service": "turn_on", "entity_id": "light.bed_light"}, "blocked"),
+        ({"domain": "light", "service": "turn_on", "entity_id": "all"}, "not allowed"),
+        ({"domain": "light", "service": "turn_on", "data": {"area_id": "kitchen"}}, "not supported"),
+        ({"domain": "light", "service": "explode", "entity_id": "light.bed_light"}, "does not exist"),
+        ({"domain": "light", "service": "turn_on"}, "name the target"),
+    ],
+)
+async def test_restricted_calls_are_refused_until_confirmations_exist(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    arguments: dict[str, object],
+    reason: str,
+) -> None:
+    """Locks, garage doors and blocked domains are not run from the chat."""
+    states = {s.entity_id: s.state for s in hass.states.async_all(HOUSE_DOMAINS)}
+    fake_ollama.tool_call("call_service", arguments).reply("I couldn't do that.")
+    await telegram.send_text("Do it")
+    sent = await telegram.wait_for_sent(1)
+    assert sent[0]["text"] == "I couldn't do that."
+    assert reason in tool_results(fake_ollama.chat_requests[-1])[0]
+    await hass.async_block_till_done()
+    assert {s.entity_id: s.state for s in hass.states.async_all(HOUSE_DOMAINS)} == states
+
+
+async def test_get_state_and_list_entities_see_only_exposed_entities(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Reading tools show exposed entities and hide the rest the same way."""
+    fake_ollama.tool_calls(
+        [
+            ("list_entities", {"domain": "light"}),
+            ("get_state", {"entity_id": "lock.front_door"}),
+            ("get_state", {"entity_id": HIDDEN}),
+        ]
+    ).reply("Done looking.")
+    await telegram.send_text("What lights are there?")
+    await telegram.wait_for_sent(1)
+    listed, lock, hidden = tool_results(fake_ollama.chat_requests[-1])
+    ids = [e["entity_id"] for e in json.loads(listed)["entities"]]
+    assert ids == ["light.bed_light", "light.kitchen_lights"]
+    assert json.loads(lock)["state"] == hass.states.get("lock.front_door").state
+    assert "not an entity you can see" in hidden
+
+
+async def test_a_long_answer_is_split_into_telegram_sized_parts(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Nothing of a long answer is lost and every part fits Telegram's limit."""
+    paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(8)]
+    fake_ollama.reply("\n\n".join(paragraphs))
+    await telegram.send_text("Tell me a long story")
+    sent = await telegram.wait_for_sent(3)
+    await asyncio.sleep(0.2)
+    parts = [m["text"] for m in telegram.sent_messages(ALICE_ID)]
+    assert all(len(p) <= TELEGRAM_MESSAGE_LIMIT for p in parts)
+    assert len(parts) == len(sent) >= 3
+    assert " ".join(parts).split() == "\n\n".join(paragraphs).split()
+
+
+async def test_help_and_new_answer_without_the_model(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """/help explains the assistant, /new starts over; neither calls Ollama."""
+    await telegram.send_command("/help")
+    await telegram.send_command("/new")
+    sent = await telegram.wait_for_sent(2)
+    assert "/new" in sent[0]["text"]
+    assert "Started a new conversation" in sent[1]["text"]
+    assert fake_ollama.chat_requests == []
+
+
+async def test_new_starts_a_conversation_without_the_old_turns(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """After /new the model no longer sees what was said before."""
+    fake_ollama.reply("Noted: your cat is Tom.")
+    await telegram.send_text("My cat is called Tom")
+    await telegram.wait_for_sent(1)
+    fake_ollama.reply("Your cat is Tom.")
+    await telegram.send_text("What is my cat called?")
+    await telegram.wait_for_sent(2)
+    second = fake_ollama.chat_requests[-1]["messages"]
+    assert any("My cat is called Tom" in m["content"] for m in second)
+
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(3)
+    fake_ollama.reply("I don't know.")
+    await telegram.send_text("What is my cat called?")
+    await telegram.wait_for_sent(4)
+    fresh = fake_ollama.chat_requests[-1]["messages"]
+    assert not any("Tom" in m["content"] for m in fresh)
+    # Earlier turns are kept as plain text: no stale context block in history.
+    users = [m["content"] for m in second if m["role"] == "user"]
+    assert sum("[Context]" in content for content in users) == 1
+
+
+async def test_edits_and_updates_without_text_are_ignored(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Editing a message or sending a sticker does not start a turn."""
+    fake_ollama.reply("First answer.")
+    update = telegram.text_update(ALICE_ID, ALICE_ID, "Original text", message_id=4242)
+    assert await telegram.post_update(update) == 200
+    await telegram.wait_for_sent(1)
+    edited = telegram.edited_text_update(
+        ALICE_ID, ALICE_ID, "Edited text", message_id=4242
+    )
+    assert await telegram.post_update(edited) == 200
+    # The same update delivered twice (Telegram retries webhooks) is one message.
+    assert await telegram.post_update(update) == 200
+    assert await telegram.post_update(telegram.update_without_text(ALICE_ID, ALICE_ID, kind="sticker")) == 200
+    assert await telegram.post_update(telegram.update_without_text(ALICE_ID, ALICE_ID, kind="new_chat_members")) == 200
+    await asyncio.sleep(0.3)
+    await hass.async_block_till_done()
+    assert len(fake_ollama.chat_requests) == 1
+    assert len(telegram.sent_messages()) == 1
+
+
+async def test_users_outside_the_allow_list_get_no_model_call(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Bob may talk to the bot, but the assistant only serves Alice."""
+    await async_setup_house(hass)
+    await async_setup_assistant(
+        hass, fake_ollama, **{CONF_ALLOWED_USER_IDS: [ALICE_ID]}
+    )
+    await telegram.send_text("Hello from Bob", chat_id=BOB_ID)
+    await asyncio.sleep(0.3)
+    await hass.async_block_till_done()
+    assert fake_ollama.chat_requests == []
+    assert telegram.sent_messages() == []
+    fake_ollama.reply("Hi Alice")
+    await telegram.send_text("Hello from Alice")
+    assert (await telegram.wait_for_sent(1))[0]["chat_id"] == ALICE_ID
+
+
+async def test_service_calls_carry_the_mapped_ha_user(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    hass_read_only_user,
+) -> None:
+    """A Telegram user mapped to a read-only HA user cannot switch lights."""
+    await async_setup_house(hass)
+    await async_setup_assistant(
+        hass,
+        fake_ollama,
+        **{
+            CONF_ALLOWED_USER_IDS: [ALICE_ID],
+            CONF_USER_MAPPING: {str(ALICE_ID): hass_read_only_user.id},
+        },
+    )
+    before = hass.states.get("light.bed_light").state
+    fake_ollama.tool_call(
+        "call_service",
+        {"domain": "light", "service": "toggle", "entity_id": "light.bed_light"},
+    ).reply("Sorry.")
+    await telegram.send_text("Toggle the bed light")
+    await telegram.wait_for_sent(1)
+    assert hass.states.get("light.bed_light").state == before
+    assert "may not do this" in tool_results(fake_ollama.chat_requests[-1])[0]
+
+
+async def test_two_chats_are_answered_at_the_same_time(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A slow answer in one chat does not hold up the other chat."""
+
+    def answer(request: dict[str, object]) -> str:
+        return f"Echo: {last_user_content(request).splitlines()[0]}"
+
+    fake_ollama.default = answer
+    fake_ollama.delay(1.0)
+    await telegram.send_text("slow question", chat_id=ALICE_ID)
+    await fake_ollama.wait_for_chat_requests(1)
+    await telegram.send_text("quick question", chat_id=BOB_ID, user_id=BOB_ID)
+    bob = await telegram.wait_for_sent(1, chat_id=BOB_ID, timeout=0.9)
+    assert bob[0]["text"] == "Echo: quick question"
+    assert telegram.sent_messages(ALICE_ID) == []
+    alice = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert alice[0]["text"] == "Echo: slow question"
+
+
+async def test_messages_of_one_chat_are_answered_in_order(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Two quick messages get their answers in the order they were written."""
+
+    def answer(request: dict[str, object]) -> str:
+        return f"Echo: {last_user_content(request).splitlines()[0]}"
+
+    fake_ollama.default = answer
+    fake_ollama.delay(0.5)
+    await asyncio.gather(
+        telegram.send_text("first"),
+        telegram.send_text("second"),
+    )
+    sent = await telegram.wait_for_sent(2)
+    assert [m["text"] for m in sent] == ["Echo: first", "Echo: second"]
+    second_request = fake_ollama.chat_requests[1]["messages"]
+    assert any(m["content"] == "Echo: first" for m in second_request)
+
+
+async def test_events_not_from_telegram_bot_are_not_obeyed(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A telegram_text fired by an automation or API client is not a message."""
+    from homeassistant.core import Context
+
+    data = {
+        "chat_id": ALICE_ID,
+        "user_id": ALICE_ID,
+        "text": "Unlock everything",
+        "id": 999,
+        "bot": {"config_entry_id": telegram.entry_id},
+    }
+    hass.bus.async_fire("telegram_text", data, context=Context(user_id="someone"))
+    hass.bus.async_fire("telegram_text", {**data, "bot": {"config_entry_id": "nope"}})
+    hass.bus.async_fire("telegram_text", {**data, "id": 1000}, context=Context(parent_id="automation"))
+    await asyncio.sleep(0.2)
+    await hass.async_block_till_done()
+    assert fake_ollama.chat_requests == []
+    assert MALLORY_ID not in telegram.chat_ids
