@@ -1,5 +1,4 @@
-"""
-Shared fixtures for the ha_personal_assistant test suite.
+"""Shared fixtures for the ha_personal_assistant test suite.
 
 ``custom_components`` is imported first, before anything from homeassistant:
 HA's loader imports the top-level ``custom_components`` package and scans its

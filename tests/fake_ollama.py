@@ -1,5 +1,4 @@
-"""
-A fake Ollama server that speaks Ollama's real HTTP API.
+"""A fake Ollama server that speaks Ollama's real HTTP API.
 
 The server is a small aiohttp application bound to 127.0.0.1 on a free port,
 running inside the test's own event loop. ChatOllama, OllamaEmbeddings and
@@ -70,8 +69,7 @@ type DefaultResponder = Callable[[JsonDict], "OllamaReply | str"]
 
 
 def normalize_model_name(name: str) -> str:
-    """
-    Return ``name`` with Ollama's implicit ``:latest`` tag added.
+    """Return ``name`` with Ollama's implicit ``:latest`` tag added.
 
     Ollama treats ``nomic-embed-text`` and ``nomic-embed-text:latest`` as the
     same model and always reports the tagged form, so lookups must too.
@@ -86,8 +84,7 @@ def _now_iso() -> str:
 
 @dataclass
 class FakeModel:
-    """
-    An installed model as listed by ``/api/tags`` and ``/api/show``.
+    """An installed model as listed by ``/api/tags`` and ``/api/show``.
 
     ``capabilities`` uses Ollama's vocabulary: ``completion``, ``tools``,
     ``thinking``, ``vision``, ``insert``, ``embedding``.
@@ -120,8 +117,7 @@ class FakeModel:
 
 
 def default_models() -> dict[str, FakeModel]:
-    """
-    Return the models a fresh :class:`FakeOllama` has installed.
+    """Return the models a fresh :class:`FakeOllama` has installed.
 
     A tool-capable chat model, a chat model without tools (to exercise the
     "model cannot call tools" paths) and an embedding-only model.
@@ -159,8 +155,7 @@ def default_models() -> dict[str, FakeModel]:
 
 @dataclass(frozen=True)
 class OllamaReply:
-    """
-    One scripted answer to one ``/api/chat`` request.
+    """One scripted answer to one ``/api/chat`` request.
 
     Build these with :func:`text_reply`, :func:`tool_call_reply`,
     :func:`error_reply`, :func:`hang_reply` and :func:`cut_reply`, or through
@@ -190,8 +185,7 @@ def text_reply(
     delay: float = 0.0,
     done_reason: str = "stop",
 ) -> OllamaReply:
-    """
-    Build a plain text answer, streamed over several NDJSON chunks.
+    """Build a plain text answer, streamed over several NDJSON chunks.
 
     ``text_chunks`` as a sequence must join back to ``text``; this catches a
     test that scripts pieces and a text that disagree.
@@ -220,8 +214,7 @@ def tool_call_reply(
     thinking: str | None = None,
     delay: float = 0.0,
 ) -> OllamaReply:
-    """
-    Build an answer that calls one or more tools.
+    """Build an answer that calls one or more tools.
 
     Each call is ``(name, arguments)`` or ``{"name": ..., "arguments": ...}``.
     """
@@ -253,8 +246,7 @@ def hang_reply() -> OllamaReply:
 def cut_reply(
     text: str = "partial answer that never", *, after_chunks: int = 2
 ) -> OllamaReply:
-    """
-    Build a streamed answer whose connection is aborted mid-stream.
+    """Build a streamed answer whose connection is aborted mid-stream.
 
     ``after_chunks`` NDJSON lines of ``text`` are sent, then the TCP
     connection is dropped without the final ``done`` chunk, as when Ollama
@@ -283,8 +275,7 @@ class RecordedRequest:
 
 
 def split_text(text: str, pieces: int) -> list[str]:
-    """
-    Split ``text`` into at most ``pieces`` chunks at word boundaries.
+    """Split ``text`` into at most ``pieces`` chunks at word boundaries.
 
     Real Ollama streams one token per chunk; a few word-aligned chunks are
     enough to prove a client reassembles a stream without making tests slow.
@@ -298,8 +289,7 @@ def split_text(text: str, pieces: int) -> list[str]:
 
 
 class FakeOllama:
-    """
-    A scriptable Ollama server on 127.0.0.1 speaking the real HTTP API.
+    """A scriptable Ollama server on 127.0.0.1 speaking the real HTTP API.
 
     Start it with :meth:`start` (the ``fake_ollama`` fixture does) and stop it
     with :meth:`stop`; :attr:`url` is the base URL to give ChatOllama.
@@ -433,8 +423,7 @@ class FakeOllama:
         return self.enqueue(cut_reply(text, after_chunks=after_chunks))
 
     def delay(self, seconds: float) -> FakeOllama:
-        """
-        Make the next chat request wait ``seconds`` before it is answered.
+        """Make the next chat request wait ``seconds`` before it is answered.
 
         Applies to whatever answers that request: the next queued reply, or
         the default responder when the queue holds nothing else.
@@ -487,8 +476,7 @@ class FakeOllama:
         raise AssertionError(msg)
 
     def embedding_for(self, text: str, dim: int | None = None) -> list[float]:
-        """
-        Return the vector ``/api/embed`` gives for ``text``.
+        """Return the vector ``/api/embed`` gives for ``text``.
 
         A normalised bag of per-word pseudo-random vectors, each seeded by
         the word's sha256: deterministic, and texts sharing words have a
@@ -666,8 +654,7 @@ class FakeOllama:
         return await self._stream(request, lines, reply.cut_after)
 
     def _reject_chat(self, body: JsonDict) -> web.Response | None:
-        """
-        Return Ollama's error for a chat the model cannot run, if any.
+        """Return Ollama's error for a chat the model cannot run, if any.
 
         These checks happen before the model runs, so a rejected request
         does not consume a scripted reply (the real server never made one).
@@ -709,8 +696,7 @@ class FakeOllama:
     def _chat_lines(
         self, body: JsonDict, name: str, reply: OllamaReply
     ) -> Iterable[JsonDict]:
-        """
-        Yield the NDJSON objects of one streamed chat answer, in order.
+        """Yield the NDJSON objects of one streamed chat answer, in order.
 
         Thinking first (only when the request asked for it), then content,
         then one chunk with all tool calls, then the final ``done`` chunk —

@@ -1,5 +1,4 @@
-"""
-Drive Home Assistant's real ``telegram_bot`` integration end to end.
+"""Drive Home Assistant's real ``telegram_bot`` integration end to end.
 
 Nothing of ``telegram_bot`` or python-telegram-bot is patched. The integration
 is set up from a config entry exactly like its config flow creates one
@@ -119,8 +118,7 @@ _TRUE_SENDS: Final = frozenset({"sendchataction", "sendmessagedraft", "sendgift"
 
 
 def decode_bot_api_params(request: httpx.Request) -> tuple[JsonDict, JsonDict]:
-    """
-    Decode a Bot API request into ``(params, files)``.
+    """Decode a Bot API request into ``(params, files)``.
 
     python-telegram-bot sends form-urlencoded bodies (multipart when a file
     is uploaded) whose non-string values are JSON strings; other clients may
@@ -165,8 +163,7 @@ def _decode_value(key: str, value: Any) -> Any:
 
 
 def markdown_v1_error(text: str) -> str | None:
-    """
-    Return Telegram's error for legacy Markdown it cannot parse, if any.
+    """Return Telegram's error for legacy Markdown it cannot parse, if any.
 
     With ``parse_mode=Markdown`` (telegram_bot's default) Telegram rejects a
     message whose ``*``, ``_`` or backtick entity is never closed, e.g. an
@@ -216,8 +213,7 @@ class _Failure:
 
 
 class FakeTelegramApi:
-    """
-    The Telegram Bot API as seen by python-telegram-bot, via ``respx``.
+    """The Telegram Bot API as seen by python-telegram-bot, via ``respx``.
 
     Answers ``getMe``, ``getWebhookInfo``, ``setWebhook`` (capturing the
     secret token), ``deleteWebhook``, ``sendMessage``, ``sendChatAction``,
@@ -312,8 +308,7 @@ class FakeTelegramApi:
         count: int = 1,
         retry_after: int | None = None,
     ) -> None:
-        """
-        Make the next ``count`` calls of ``method`` fail like Telegram.
+        """Make the next ``count`` calls of ``method`` fail like Telegram.
 
         python-telegram-bot turns 400 into ``BadRequest``, 403 into
         ``Forbidden`` and 429 (with ``retry_after``) into ``RetryAfter``.
@@ -572,8 +567,7 @@ class _BotApiError(Exception):
 
 
 class TelegramHarness:
-    """
-    The real ``telegram_bot`` integration, set up and scriptable.
+    """The real ``telegram_bot`` integration, set up and scriptable.
 
     Build Update JSON with the ``*_update`` methods and deliver it with
     :meth:`post_update`; inspect what the bot sent with :meth:`calls`,
@@ -678,8 +672,7 @@ class TelegramHarness:
         await self.hass.async_block_till_done()
 
     async def async_teardown(self) -> None:
-        """
-        Unload telegram_bot while the fake API still answers.
+        """Unload telegram_bot while the fake API still answers.
 
         Unloading deletes the webhook over HTTP; done later by HA's own
         teardown, that call would hit the real network after respx stopped.
@@ -721,8 +714,7 @@ class TelegramHarness:
         chat_id: int | None = None,
         timeout: float = 10.0,  # noqa: ASYNC109 -- polls; no awaited call to wrap
     ) -> list[JsonDict]:
-        """
-        Wait until ``count`` messages were sent (to ``chat_id``); return all.
+        """Wait until ``count`` messages were sent (to ``chat_id``); return all.
 
         Polls with short real sleeps, so it works while the agent runs in
         background tasks; it does not move frozen time.
@@ -765,8 +757,7 @@ class TelegramHarness:
     async def post_update(
         self, update: Mapping[str, Any], *, secret_token: str | None = None
     ) -> int:
-        """
-        POST Update JSON to the webhook like Telegram; return HTTP status.
+        """POST Update JSON to the webhook like Telegram; return HTTP status.
 
         The aiohttp test client is created on the first post only: starting
         it freezes HA's aiohttp application, and components set up later in
@@ -847,7 +838,7 @@ class TelegramHarness:
             **content,
         }
 
-    def text_update(  # noqa: PLR0913 -- one keyword per optional Telegram field
+    def text_update(
         self,
         chat_id: int,
         user_id: int,
@@ -858,8 +849,7 @@ class TelegramHarness:
         chat_type: str | None = None,
         reply_to_message_id: int | None = None,
     ) -> JsonDict:
-        """
-        Build an Update carrying a text message.
+        """Build an Update carrying a text message.
 
         ``first_name`` defaults to the known name of ``user_id`` ("Alice" for
         :data:`ALICE_ID`); ``chat_type`` defaults from the id (positive:
@@ -887,7 +877,7 @@ class TelegramHarness:
             ),
         }
 
-    def command_update(  # noqa: PLR0913 -- one keyword per optional Telegram field
+    def command_update(
         self,
         chat_id: int,
         user_id: int,
@@ -899,8 +889,7 @@ class TelegramHarness:
         chat_type: str | None = None,
         mention_bot: bool = False,
     ) -> JsonDict:
-        """
-        Build an Update with a ``/command`` (a ``bot_command`` entity).
+        """Build an Update with a ``/command`` (a ``bot_command`` entity).
 
         ``mention_bot`` appends ``@<bot username>`` as Telegram clients do in
         groups; telegram_bot then reports the command *with* that suffix.
@@ -923,7 +912,7 @@ class TelegramHarness:
             ),
         }
 
-    def callback_update(  # noqa: PLR0913 -- one keyword per optional Telegram field
+    def callback_update(
         self,
         chat_id: int,
         user_id: int,
@@ -933,8 +922,7 @@ class TelegramHarness:
         first_name: str | None = None,
         chat_type: str | None = None,
     ) -> JsonDict:
-        """
-        Build an Update for a pressed inline button.
+        """Build an Update for a pressed inline button.
 
         The attached message is the bot's stored message ``message_id``;
         by default the newest bot message in the chat that has an inline
@@ -979,7 +967,7 @@ class TelegramHarness:
             "text": "Choose",
         }
 
-    def edited_text_update(  # noqa: PLR0913 -- one keyword per optional field
+    def edited_text_update(
         self,
         chat_id: int,
         user_id: int,
@@ -989,8 +977,7 @@ class TelegramHarness:
         first_name: str | None = None,
         chat_type: str | None = None,
     ) -> JsonDict:
-        """
-        Build an Update for an edited text message.
+        """Build an Update for an edited text message.
 
         telegram_bot fires ``telegram_text`` for edits too, with the original
         message id; nothing in the event data says it was an edit.
@@ -1027,7 +1014,7 @@ class TelegramHarness:
             },
         }
 
-    def update_without_text(  # noqa: PLR0913 -- one keyword per optional field
+    def update_without_text(
         self,
         chat_id: int,
         user_id: int,
@@ -1037,8 +1024,7 @@ class TelegramHarness:
         message_id: int | None = None,
         chat_type: str | None = None,
     ) -> JsonDict:
-        """
-        Build an Update whose message has no text.
+        """Build an Update whose message has no text.
 
         ``kind``: ``sticker``, ``photo``, ``voice`` or ``location`` (fire
         ``telegram_attachment``), or ``new_chat_members`` (fires

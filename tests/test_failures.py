@@ -55,7 +55,9 @@ async def test_ollama_down_is_explained_logged_once_and_recovers(
     assert time.monotonic() - started < 5
     assert "can't reach the language model" in await _ask(telegram, "Still there?")
     warnings = [
-        r for r in caplog.records if r.name == LOGGER_NAME and r.levelno == logging.WARNING
+        r
+        for r in caplog.records
+        if r.name == LOGGER_NAME and r.levelno == logging.WARNING
     ]
     assert len(warnings) == 1
     assert "unavailable" in warnings[0].getMessage()

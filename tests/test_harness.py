@@ -1,5 +1,4 @@
-"""
-Prove the test harness is faithful to telegram_bot, ChatOllama and Ollama.
+"""Prove the test harness is faithful to telegram_bot, ChatOllama and Ollama.
 
 These tests drive HA's real ``telegram_bot`` integration through
 ``tests/telegram_harness.py`` and real ChatOllama / ``ollama`` clients through
@@ -185,8 +184,7 @@ async def test_unauthorized_and_forged_updates_fire_nothing(
 async def test_allowed_chats_are_users_or_chats(
     hass: HomeAssistant, telegram: TelegramHarness
 ) -> None:
-    """
-    telegram_bot lets an update in if its user OR its chat is allowed.
+    """telegram_bot lets an update in if its user OR its chat is allowed.
 
     Replies are stricter: send_message only reaches allowed chats (each has a
     notify entity), so answering an allowed user who writes in a group that

@@ -14,7 +14,14 @@ from custom_components.ha_personal_assistant.const import (
     TELEGRAM_MESSAGE_LIMIT,
 )
 
-from .common import HIDDEN, MODEL, async_setup_assistant, async_setup_house, last_user_content, tool_results
+from .common import (
+    HIDDEN,
+    MODEL,
+    async_setup_assistant,
+    async_setup_house,
+    last_user_content,
+    tool_results,
+)
 from .telegram_harness import ALICE_ID, BOB_ID, MALLORY_ID
 
 if TYPE_CHECKING:
@@ -117,12 +124,35 @@ async def test_an_entity_not_exposed_is_refused_and_the_model_told_why(
 @pytest.mark.parametrize(
     ("arguments", "reason"),
     [
-        ({"domain": "lock", "service": "unlock", "entity_id": "lock.front_door"}, "needs confirmation"),
-        ({"domain": "cover", "service": "open_cover", "entity_id": "cover.garage_door"}, "needs confirmation"),
-        ({"domain": "homeassistant", "service": "turn_on", "entity_id": "light.bed_light"}, "blocked"),
+        (
+            {"domain": "lock", "service": "unlock", "entity_id": "lock.front_door"},
+            "needs confirmation",
+        ),
+        (
+            {
+                "domain": "cover",
+                "service": "open_cover",
+                "entity_id": "cover.garage_door",
+            },
+            "needs confirmation",
+        ),
+        (
+            {
+                "domain": "homeassistant",
+                "service": "turn_on",
+                "entity_id": "light.bed_light",
+            },
+            "blocked",
+        ),
         ({"domain": "light", "service": "turn_on", "entity_id": "all"}, "not allowed"),
-        ({"domain": "light", "service": "turn_on", "data": {"area_id": "kitchen"}}, "not supported"),
-        ({"domain": "light", "service": "explode", "entity_id": "light.bed_light"}, "does not exist"),
+        (
+            {"domain": "light", "service": "turn_on", "data": {"area_id": "kitchen"}},
+            "not supported",
+        ),
+        (
+            {"domain": "light", "service": "explode", "entity_id": "light.bed_light"},
+            "does not exist",
+        ),
         ({"domain": "light", "service": "turn_on"}, "name the target"),
     ],
 )
@@ -142,7 +172,9 @@ async def test_restricted_calls_are_refused_until_confirmations_exist(
     assert sent[0]["text"] == "I couldn't do that."
     assert reason in tool_results(fake_ollama.chat_requests[-1])[0]
     await hass.async_block_till_done()
-    assert {s.entity_id: s.state for s in hass.states.async_all(HOUSE_DOMAINS)} == states
+    assert {
+        s.entity_id: s.state for s in hass.states.async_all(HOUSE_DOMAINS)
+    } == states
 
 
 async def test_get_state_and_list_entities_see_only_exposed_entities(
@@ -246,8 +278,18 @@ async def test_edits_and_updates_without_text_are_ignored(
     assert await telegram.post_update(edited) == 200
     # The same update delivered twice (Telegram retries webhooks) is one message.
     assert await telegram.post_update(update) == 200
-    assert await telegram.post_update(telegram.update_without_text(ALICE_ID, ALICE_ID, kind="sticker")) == 200
-    assert await telegram.post_update(telegram.update_without_text(ALICE_ID, ALICE_ID, kind="new_chat_members")) == 200
+    assert (
+        await telegram.post_update(
+            telegram.update_without_text(ALICE_ID, ALICE_ID, kind="sticker")
+        )
+        == 200
+    )
+    assert (
+        await telegram.post_update(
+            telegram.update_without_text(ALICE_ID, ALICE_ID, kind="new_chat_members")
+        )
+        == 200
+    )
     await asyncio.sleep(0.3)
     await hass.async_block_till_done()
     assert len(fake_ollama.chat_requests) == 1
@@ -365,7 +407,9 @@ async def test_events_not_from_telegram_bot_are_not_obeyed(
     }
     hass.bus.async_fire("telegram_text", data, context=Context(user_id="someone"))
     hass.bus.async_fire("telegram_text", {**data, "bot": {"config_entry_id": "nope"}})
-    hass.bus.async_fire("telegram_text", {**data, "id": 1000}, context=Context(parent_id="automation"))
+    hass.bus.async_fire(
+        "telegram_text", {**data, "id": 1000}, context=Context(parent_id="automation")
+    )
     await asyncio.sleep(0.2)
     await hass.async_block_till_done()
     assert fake_ollama.chat_requests == []

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import sqlite3
+from typing import TYPE_CHECKING
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from custom_components.ha_personal_assistant.agent.graph import (
     _looks_like_text_tool_call,
@@ -20,6 +20,9 @@ from custom_components.ha_personal_assistant.store.database import (
     Database,
 )
 from custom_components.ha_personal_assistant.telegram import split_message
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 TOOLS = ["get_state", "list_entities", "call_service"]
 

@@ -32,10 +32,12 @@ async def async_setup_entry(
             translation_key="cannot_connect",
             translation_placeholders={"url": url_without_credentials(url)},
         ) from err
-    if not any(m.name == model or m.name == f"{model}:latest" for m in models):
+    if not any(m.name in {model, f"{model}:latest"} for m in models):
         # Replies explain it to the user; the entry stays loaded so it recovers
         # as soon as the model is pulled.
-        LOGGER.warning("The model %s is not installed on %s", model, url_without_credentials(url))
+        LOGGER.warning(
+            "The model %s is not installed on %s", model, url_without_credentials(url)
+        )
 
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")

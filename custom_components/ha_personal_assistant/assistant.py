@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -28,11 +27,12 @@ from .context import build_context
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
-
-    from homeassistant.core import HomeAssistant
 
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
@@ -66,7 +66,9 @@ class ModelHealth:
         """Start out assuming the model is available (setup probed it)."""
         parts = urlsplit(url)
         # Only scheme, host and port: a URL may carry credentials.
-        self._where = f"{parts.scheme}://{parts.hostname}:{parts.port or ''}".rstrip(":")
+        self._where = f"{parts.scheme}://{parts.hostname}:{parts.port or ''}".rstrip(
+            ":"
+        )
         self.available = True
         self.last_error: str | None = None
 
@@ -87,7 +89,7 @@ class ModelHealth:
 class Assistant:
     """Runs turns of the agent for any chat, Telegram or otherwise."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only wiring
         self,
         hass: HomeAssistant,
         *,
@@ -159,7 +161,9 @@ class Assistant:
                 state, config, context=runtime, durability="exit"
             )
         except Exception as err:  # noqa: BLE001 - every failure gets a reply
-            return TurnResult(self._explain(err), ok=False, model_seconds=sum(runtime.model_calls))
+            return TurnResult(
+                self._explain(err), ok=False, model_seconds=sum(runtime.model_calls)
+            )
         self.health.succeeded()
         self.hass.async_create_background_task(
             self.checkpoints.async_prune(session.thread_id),
@@ -171,7 +175,7 @@ class Assistant:
             model_seconds=sum(runtime.model_calls),
         )
 
-    def _explain(self, err: Exception) -> str:
+    def _explain(self, err: Exception) -> str:  # noqa: PLR0911 - a reply per failure
         """Turn a failure into a short reply, logging each outage once."""
         if isinstance(err, GraphRecursionError):
             return REPLY_TOO_MANY_STEPS

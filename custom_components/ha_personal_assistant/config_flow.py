@@ -167,8 +167,7 @@ def _model_label(model: OllamaModel) -> str:
 
 
 def _parse_user_ids(values: list[str]) -> list[int]:
-    """
-    Return Telegram user ids as ints, in order, without blanks or repeats.
+    """Return Telegram user ids as ints, in order, without blanks or repeats.
 
     Raise ValueError if one is not a positive whole number.
     """

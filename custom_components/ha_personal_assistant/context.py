@@ -19,7 +19,7 @@ MIN_ENTITY_CHARS: Final = 1000
 
 
 def entity_lines(hass: HomeAssistant, max_chars: int) -> tuple[list[str], int]:
-    """Return one line per exposed entity within ``max_chars``, and how many were left out."""
+    """Return a line per exposed entity within ``max_chars``, and the count left out."""
     lines: list[str] = []
     used = 0
     states = exposed_states(hass)

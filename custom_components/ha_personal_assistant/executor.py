@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from .const import DOMAIN, EXECUTOR_WORKERS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class BlockingExecutor:

@@ -67,8 +67,7 @@ class OllamaModelInfo:
         )
 
     def lacks(self, capability: str) -> bool:
-        """
-        Return True if Ollama reported capabilities and this one is not among them.
+        """Return True if Ollama reported capabilities and this one is not among them.
 
         Servers older than Ollama 0.6.4 report none; then nothing is lacking.
         """
@@ -76,8 +75,7 @@ class OllamaModelInfo:
 
 
 def normalize_url(url: str) -> str:
-    """
-    Return the canonical base URL of an Ollama server.
+    """Return the canonical base URL of an Ollama server.
 
     The scheme and host are lower-cased, a default port and any path, query or
     fragment are dropped; credentials are kept. Raise InvalidOllamaUrl unless
@@ -110,8 +108,7 @@ async def _async_request_json(
     timeout: float,  # noqa: ASYNC109 - one deadline for connect, send and read
     payload: Mapping[str, Any] | None = None,
 ) -> Any:
-    """
-    Send one request and return the parsed JSON body.
+    """Send one request and return the parsed JSON body.
 
     Raise OllamaModelNotFound on 404, OllamaConnectionError when the server
     cannot be reached, times out, fails (5xx) or answers something that is not
@@ -202,8 +199,7 @@ async def async_show_model(
     model: str,
     timeout: float = OLLAMA_PROBE_TIMEOUT,  # noqa: ASYNC109 - a fixed interface
 ) -> OllamaModelInfo:
-    """
-    Return the capabilities and context length of a model (POST /api/show).
+    """Return the capabilities and context length of a model (POST /api/show).
 
     Raise OllamaModelNotFound if the model is not installed.
     """

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from langchain_ollama import ChatOllama
-
 from homeassistant.util.ssl import get_default_context
+from langchain_ollama import ChatOllama
 
 from .agent.graph import bind_model, build_graph
 from .assistant import Assistant
@@ -35,10 +34,11 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
     from .store.shared import SharedStorage
 
+
 def build_chat_model(
     url: str, model: str, *, num_ctx: int, keep_alive: int, timeout: float
 ) -> ChatOllama:
-    """Create the chat model; blocking (httpx builds its clients), so not on the loop."""
+    """Create the chat model; blocking (httpx builds its clients): not on the loop."""
     return ChatOllama(
         model=model,
         base_url=url,

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 import re
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypedDict
 import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypedDict
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import (
@@ -19,7 +19,7 @@ from langchain_core.messages import (
 )
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime  # noqa: TC002 - LangGraph reads node hints
 from ollama import ResponseError
 from pydantic import ValidationError
 
@@ -98,7 +98,7 @@ def message_text(message: AnyMessage) -> str:
 
 
 def _looks_like_text_tool_call(text: str, tool_names: list[str]) -> bool:
-    """Tell whether the model wrote a tool call into its answer instead of calling it."""
+    """Tell whether the model wrote a tool call as text instead of calling it."""
     if "<tool_call>" in text or "<function" in text:
         return True
     names = "|".join(re.escape(name) for name in tool_names)
@@ -116,15 +116,18 @@ def _model_messages(state: AgentState) -> list[AnyMessage]:
     result: list[AnyMessage] = [SystemMessage(content=SYSTEM_PROMPT)]
     for message in state.get("messages", []):
         if context and message.id == turn_id:
-            message = HumanMessage(
-                content=f"{message_text(message)}\n\n{CONTEXT_HEADER}\n{context}",
-                id=message.id,
+            result.append(
+                HumanMessage(
+                    content=f"{message_text(message)}\n\n{CONTEXT_HEADER}\n{context}",
+                    id=message.id,
+                )
             )
-        result.append(message)
+        else:
+            result.append(message)
     return result
 
 
-async def call_model(
+async def call_model(  # noqa: PLR0911 - one return per outcome
     state: AgentState, runtime: Runtime[TurnRuntime]
 ) -> dict[str, Any]:
     """Ask the model for the next step and check what it wrote."""
@@ -146,7 +149,7 @@ async def call_model(
         try:
             async with asyncio.timeout(turn.request_timeout):
                 response = await turn.model.ainvoke(_model_messages(state))
-        except (OutputParserException, ValidationError):
+        except OutputParserException, ValidationError:
             # Arguments that are not a JSON object fail LangChain's or the
             # Ollama client's parsing of the reply.
             return retry(_feedback(FEEDBACK_BAD_JSON))
@@ -268,5 +271,5 @@ def bind_model(
 ) -> Runnable[list[AnyMessage], AIMessage]:
     """Bind the tools once; the same list in the same order on every request."""
     if not schemas:
-        return model  # type: ignore[return-value]
-    return model.bind_tools(schemas)  # type: ignore[return-value]
+        return model
+    return model.bind_tools(schemas)

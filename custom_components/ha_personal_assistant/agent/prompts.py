@@ -37,20 +37,16 @@ FEEDBACK_BAD_JSON: Final = (
 
 # Replies the user sees when the model cannot be used; they never carry details
 # that could leak (URLs, tokens, stack traces).
-REPLY_GAVE_UP: Final = (
-    "Sorry, I could not work that out. Could you say it another way?"
-)
+REPLY_GAVE_UP: Final = "Sorry, I could not work that out. Could you say it another way?"
 REPLY_TOO_MANY_STEPS: Final = (
-    "Sorry, that took too many steps, so I stopped. Please ask for one thing "
-    "at a time."
+    "Sorry, that took too many steps, so I stopped. Please ask for one thing at a time."
 )
 REPLY_UNREACHABLE: Final = (
     "I can't reach the language model right now (the Ollama server is not "
     "answering). Please try again in a little while."
 )
 REPLY_TIMEOUT: Final = (
-    "The language model is taking too long to answer. Please try again in a "
-    "moment."
+    "The language model is taking too long to answer. Please try again in a moment."
 )
 REPLY_MODEL_MISSING: Final = (
     "The language model {model} is not installed on the Ollama server. "
@@ -75,9 +71,11 @@ I can see and control only the devices exposed to Assist in Home Assistant \
 not controlled from the chat yet.
 
 Commands:
-/new – start a fresh conversation
-/help – this message"""
+/new - start a fresh conversation
+/help - this message"""
 
 REPLY_NEW_SESSION: Final = "Started a new conversation. What can I do for you?"
 REPLY_NO_PENDING: Final = "Nothing is waiting for your confirmation."
-REPLY_UNKNOWN_COMMAND: Final = "I don't know the command {command}. /help lists what I can do."
+REPLY_UNKNOWN_COMMAND: Final = (
+    "I don't know the command {command}. /help lists what I can do."
+)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ..const import LOGGER
+from .database import WAL_PRAGMAS
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Every turn writes a new checkpoint; only the newest of a thread is ever read
 # (to continue the conversation or resume an interrupted one), so older ones
@@ -32,8 +36,8 @@ class CheckpointStore:
         """Connect and create the tables."""
         conn = await aiosqlite.connect(self.path, timeout=10)
         try:
-            await conn.execute("PRAGMA busy_timeout=10000")
-            await conn.execute("PRAGMA synchronous=NORMAL")
+            for pragma in WAL_PRAGMAS:
+                await conn.execute(pragma)
             saver = AsyncSqliteSaver(conn)
             await saver.setup()
         except BaseException:

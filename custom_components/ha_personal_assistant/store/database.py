@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 import sqlite3
 import threading
 import time
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..const import LOGGER
-from ..executor import BlockingExecutor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..executor import BlockingExecutor
 
 # Each entry migrates the schema from the previous version to its own.
 MIGRATIONS: dict[int, str] = {
@@ -43,6 +47,16 @@ MIGRATIONS: dict[int, str] = {
     """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
+
+# WAL lets readers and the writer work at once. Without a size limit the WAL
+# file keeps its high-water mark (megabytes) after every checkpoint.
+WAL_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA busy_timeout=10000",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA wal_autocheckpoint=256",
+    "PRAGMA journal_size_limit=1048576",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +91,8 @@ class Database:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA busy_timeout=10000")
-        conn.execute("PRAGMA synchronous=NORMAL")
+        for pragma in WAL_PRAGMAS:
+            conn.execute(pragma)
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
@@ -136,9 +149,9 @@ class Database:
                 return func(self._conn)
 
     async def async_current_session(
-        self, key: str, now: float, timeout: float
+        self, key: str, now: float, idle_limit: float
     ) -> Session:
-        """Return the chat's open session, or start one after ``timeout`` seconds of silence."""
+        """Return the chat's open session, or a new one after ``idle_limit`` s idle."""
 
         def _current(conn: sqlite3.Connection) -> Session:
             row = conn.execute(
@@ -148,7 +161,7 @@ class Database:
                 " ORDER BY id DESC LIMIT 1",
                 (key,),
             ).fetchone()
-            if row is not None and now - row[3] <= timeout:
+            if row is not None and now - row[3] <= idle_limit:
                 conn.execute(
                     "UPDATE conversation_sessions SET last_activity = ? WHERE id = ?",
                     (now, row[0]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
+import voluptuous as vol
 from homeassistant.components.homeassistant.exposed_entities import (
     async_should_expose,
 )
@@ -15,7 +16,6 @@ from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from pydantic import BaseModel, Field
-import voluptuous as vol
 
 from ..security.permissions import ASSISTANT, Decision, evaluate
 from .registry import ToolContext, ToolError, ToolSpec
@@ -157,7 +157,7 @@ class CallServiceArgs(BaseModel):
         default=None, description="Target entity id or ids"
     )
     data: dict[str, Any] | None = Field(
-        default=None, description="Extra service data, e.g. {\"brightness_pct\": 50}"
+        default=None, description='Extra service data, e.g. {"brightness_pct": 50}'
     )
 
 
@@ -184,7 +184,9 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
         if key in data:
             msg = f"{key} targets are not supported; pass the entity ids in entity_id"
             raise ToolError(msg)
-    entity_ids = _entity_ids(args.entity_id) + _entity_ids(data.pop(ATTR_ENTITY_ID, None))
+    entity_ids = _entity_ids(args.entity_id) + _entity_ids(
+        data.pop(ATTR_ENTITY_ID, None)
+    )
     entity_ids = list(dict.fromkeys(entity_ids))
     if "all" in entity_ids:
         msg = "entity_id 'all' is not allowed; name the entities"
@@ -194,12 +196,14 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
         raise ToolError(msg)
     verdict = evaluate(hass, domain, service, entity_ids)
     if verdict.decision is Decision.BLOCK:
-        raise ToolError(f"Refused: {verdict.reason}.")
+        msg = f"Refused: {verdict.reason}."
+        raise ToolError(msg)
     if verdict.decision is Decision.CONFIRM:
-        raise ToolError(
+        msg = (
             f"Refused: {verdict.reason}, and confirmations are not available yet. "
             "Tell the user to do this in the Home Assistant app."
         )
+        raise ToolError(msg)
     if not hass.services.has_service(domain, service):
         msg = f"the service {domain}.{service} does not exist"
         raise ToolError(msg)
@@ -220,7 +224,8 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
         msg = "the user's Home Assistant account may not do this"
         raise ToolError(msg) from err
     except (HomeAssistantError, vol.Invalid, ValueError) as err:
-        raise ToolError(f"{domain}.{service} failed: {err}") from err
+        msg = f"{domain}.{service} failed: {err}"
+        raise ToolError(msg) from err
     ctx.executed.append(f"{domain}.{service}")
     return {
         "result": "done",
@@ -253,7 +258,7 @@ HA_TOOLS: Final = (
         name="call_service",
         description=(
             "Call a Home Assistant service on entities, e.g. domain=light, "
-            "service=turn_on, entity_id=light.kitchen, data={\"brightness_pct\": 40}."
+            'service=turn_on, entity_id=light.kitchen, data={"brightness_pct": 40}.'
         ),
         args_schema=CallServiceArgs,
         handler=call_service,

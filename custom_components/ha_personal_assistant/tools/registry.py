@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 import json
 import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -69,9 +69,7 @@ def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
         if key == "title":
             continue
         if key == "properties":
-            result[key] = {
-                name: _compact_schema(prop) for name, prop in value.items()
-            }
+            result[key] = {name: _compact_schema(prop) for name, prop in value.items()}
         elif key == "anyOf":
             result[key] = [_compact_schema(item) for item in value]
         else:
@@ -149,7 +147,7 @@ class ToolRegistry:
         except ToolError as err:
             outcome = ToolOutcome(f"Error: {err}", ok=False)
             status = "refused"
-        except Exception:
+        except Exception:  # noqa: BLE001 - the model is told, the log has details
             LOGGER.exception("The tool %s failed", name)
             outcome = ToolOutcome(
                 f"Error: {name} failed unexpectedly; tell the user it did not work.",

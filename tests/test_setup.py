@@ -1,0 +1,166 @@
+"""Setting the integration up, unloading, reloading, and what it keeps on disk."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from homeassistant.config_entries import ConfigEntryState
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    MockConfigEntry,
+)
+
+from custom_components.ha_personal_assistant.const import (
+    CHECKPOINT_FILE,
+    CONF_MODEL,
+    CONF_OLLAMA_URL,
+    DATABASE_FILE,
+    DOMAIN,
+    STORAGE_DIR,
+)
+
+from .common import async_setup_assistant, async_setup_house
+
+if TYPE_CHECKING:
+    import pytest
+    from homeassistant.core import HomeAssistant
+
+    from .fake_ollama import FakeOllama
+    from .telegram_harness import TelegramHarness
+
+
+def _worker_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith(DOMAIN)]
+
+
+async def test_ollama_unreachable_at_setup_retries_later(
+    hass: HomeAssistant, fake_ollama: FakeOllama, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Setup waits for Ollama instead of failing for good."""
+    await async_setup_house(hass)
+    port = int(fake_ollama.url.rsplit(":", 1)[1])
+    await fake_ollama.stop()
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        data={
+            CONF_OLLAMA_URL: f"http://user:secret@127.0.0.1:{port}",
+            CONF_MODEL: "qwen3:4b",
+        },
+    )
+    entry.add_to_hass(hass)
+    await hass.config_entries.async_setup(entry.entry_id)
+    assert entry.state is ConfigEntryState.SETUP_RETRY
+    assert "Cannot reach Ollama at http://127.0.0.1" in caplog.text
+    assert "secret" not in caplog.text
+    await hass.config_entries.async_unload(entry.entry_id)
+
+
+async def test_setup_creates_both_databases_and_unload_closes_everything(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Unloading stops listening, ends the worker threads and closes the files."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assert entry.state is ConfigEntryState.LOADED
+    directory = Path(hass.config.path(STORAGE_DIR))
+    assert (directory / DATABASE_FILE).is_file()
+    assert (directory / CHECKPOINT_FILE).is_file()
+    fake_ollama.reply("Hi")
+    await telegram.send_text("Hello")
+    await telegram.wait_for_sent(1)
+    assert _worker_threads()
+
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    assert entry.state is ConfigEntryState.NOT_LOADED
+    assert _worker_threads() == []
+    await telegram.send_text("Anyone there?")
+    await asyncio.sleep(0.3)
+    await hass.async_block_till_done()
+    assert len(telegram.sent_messages()) == 1
+    assert len(fake_ollama.chat_requests) == 1
+
+
+async def test_unload_cancels_a_turn_in_flight(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A turn waiting on a hanging model does not hold up the unload."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.hang()
+    await telegram.send_text("Hello")
+    await fake_ollama.wait_for_chat_requests(1)
+    async with asyncio.timeout(5):
+        assert await hass.config_entries.async_unload(entry.entry_id)
+    assert entry.state is ConfigEntryState.NOT_LOADED
+
+
+async def test_the_conversation_survives_a_reload(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """After a reload the model still sees the earlier turns of the session."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.reply("Nice to meet you, Tom's owner.")
+    await telegram.send_text("My cat is called Tom")
+    await telegram.wait_for_sent(1)
+
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+
+    fake_ollama.reply("Tom.")
+    await telegram.send_text("What is my cat called?")
+    await telegram.wait_for_sent(2)
+    contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
+    assert "My cat is called Tom" in contents
+    assert "Nice to meet you, Tom's owner." in contents
+
+
+async def test_a_missing_model_still_loads_and_explains_itself(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The entry loads so it recovers once the model is pulled."""
+    await async_setup_house(hass)
+    fake_ollama.remove_model("qwen3:4b")
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assert entry.state is ConfigEntryState.LOADED
+    assert "The model qwen3:4b is not installed" in caplog.text
+    await telegram.send_text("Hello")
+    sent = await telegram.wait_for_sent(1)
+    assert "ollama pull qwen3:4b" in sent[0]["text"]
+
+
+async def test_two_hundred_turns_keep_checkpoints_small(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Checkpoint storage stays bounded: at most 20 KB per turn over 200 turns."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assistant = entry.runtime_data.assistant
+    fake_ollama.default = lambda _request: "A reasonably long answer " * 20
+    speaker_module = __import__(
+        "custom_components.ha_personal_assistant.assistant", fromlist=["Speaker"]
+    )
+    speaker = speaker_module.Speaker(person="telegram:1", name="Alice", ha_user_id=None)
+    turns = 200
+    for index in range(turns):
+        if index % 10 == 0:
+            fake_ollama.tool_call("get_state", {"entity_id": "light.kitchen_lights"})
+        result = await assistant.async_turn("chat", f"Question number {index}", speaker)
+        assert result.ok
+    await hass.async_block_till_done()
+    path = Path(hass.config.path(STORAGE_DIR)) / CHECKPOINT_FILE
+    on_disk = sum(
+        p.stat().st_size for p in path.parent.glob(f"{CHECKPOINT_FILE}*") if p.is_file()
+    )
+    stored = await assistant.checkpoints.async_size()
+    assert stored / turns <= 20 * 1024
+    assert on_disk / turns <= 20 * 1024
+    # The six latest finished turns travel to the model, plus the new message.
+    last = fake_ollama.chat_requests[-1]["messages"]
+    assert sum(m["role"] == "user" for m in last) == 7
