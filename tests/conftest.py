@@ -36,3 +36,9 @@ __all__ = [
 @pytest.fixture(autouse=True)
 def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
     """Let HA load integrations from ``custom_components`` in every test."""
+
+
+@pytest.fixture
+def hass_config_dir(hass_tmp_config_dir: str) -> str:
+    """Give each test its own config directory, so databases never leak."""
+    return hass_tmp_config_dir

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import Event, EventOrigin, callback
 from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers.event import async_track_time_interval
 
 from .agent.prompts import (
     HELP_TEXT,
@@ -32,7 +35,10 @@ TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
 EVENT_COMMAND: Final = "telegram_command"
 EVENT_CALLBACK: Final = "telegram_callback"
-SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds a message id is remembered
+# Telegram retries a webhook update for at most a day; a week is ample to
+# recognize edits and replays, and keeps the table small.
+SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
+PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
 
 
@@ -183,6 +189,22 @@ class TelegramGateway:
             self._unsubs.append(
                 self.hass.bus.async_listen(event_type, self._async_on_event)
             )
+        self._unsubs.append(
+            async_track_time_interval(
+                self.hass,
+                self._async_prune,
+                PRUNE_INTERVAL,
+                name="ha_personal_assistant prune",
+                cancel_on_shutdown=True,
+            )
+        )
+
+    async def _async_prune(self, _now: datetime) -> None:
+        """Forget message ids old enough that Telegram will not send them again."""
+        try:
+            await self.assistant.database.async_prune(time.time() - SEEN_RETENTION)
+        except sqlite3.Error as err:
+            LOGGER.debug("Could not prune seen messages: %s", err)
 
     async def async_stop(self) -> None:
         """Stop listening and cancel the turns in flight."""
@@ -211,10 +233,14 @@ class TelegramGateway:
         queue = self._queues.setdefault(incoming.key, asyncio.Queue())
         queue.put_nowait(incoming)
         if incoming.key not in self._workers:
+            # Not started eagerly: the worker must be registered before it can
+            # finish, or a finished worker would stay registered and the chat
+            # would never get another one.
             self._workers[incoming.key] = self.entry.async_create_background_task(
                 self.hass,
                 self._async_work(incoming.key, queue),
                 f"ha_personal_assistant chat {incoming.key}",
+                eager_start=False,
             )
 
     async def _async_work(self, key: str, queue: asyncio.Queue[Incoming]) -> None:
@@ -230,18 +256,13 @@ class TelegramGateway:
                     LOGGER.exception("Could not handle a Telegram message")
                     await self._async_send(incoming, REPLY_INTERNAL_ERROR)
         finally:
-            self._workers.pop(key, None)
-            if queue.empty():
-                self._queues.pop(key, None)
+            if self._workers.get(key) is asyncio.current_task():
+                del self._workers[key]
+            if queue.empty() and self._queues.get(key) is queue:
+                del self._queues[key]
 
     async def _async_handle(self, incoming: Incoming) -> None:
-        now = time.time()
-        if (
-            incoming.message_id is not None
-            and not await self.assistant.database.async_mark_seen(
-                incoming.key, incoming.message_id, now
-            )
-        ):
+        if not await self._async_first_time(incoming):
             # An edited message or a replayed update: answered once already.
             LOGGER.debug("Ignoring message %s seen before", incoming.message_id)
             return
@@ -265,6 +286,19 @@ class TelegramGateway:
             typing.cancel()
         await self._async_send(incoming, result.reply)
         self.last_latency = time.monotonic() - started
+
+    async def _async_first_time(self, incoming: Incoming) -> bool:
+        """Tell whether this message id is new in its chat."""
+        if incoming.message_id is None:
+            return True
+        try:
+            return await self.assistant.database.async_mark_seen(
+                incoming.key, incoming.message_id, time.time()
+            )
+        except sqlite3.Error as err:
+            # Better to answer an edit twice than to leave a message unanswered.
+            LOGGER.debug("Could not check message %s: %s", incoming.message_id, err)
+            return True
 
     async def _async_command(self, incoming: Incoming) -> None:
         command = incoming.command
