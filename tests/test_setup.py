@@ -164,3 +164,31 @@ async def test_two_hundred_turns_keep_checkpoints_small(
     # The six latest finished turns travel to the model, plus the new message.
     last = fake_ollama.chat_requests[-1]["messages"]
     assert sum(m["role"] == "user" for m in last) == 7
+
+
+async def test_a_second_entry_does_not_answer_telegram_twice(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With two Ollama servers configured, each message gets one answer."""
+    await async_setup_house(hass)
+    first = await async_setup_assistant(hass, fake_ollama)
+    second = MockConfigEntry(
+        domain=DOMAIN,
+        title="second",
+        unique_id="second",
+        data={CONF_OLLAMA_URL: fake_ollama.url + "/", CONF_MODEL: "qwen3:4b"},
+    )
+    second.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(second.entry_id)
+    assert "already answers Telegram; second stays silent" in caplog.text
+    fake_ollama.reply("Only once.")
+    await telegram.send_text("Hello")
+    await telegram.wait_for_sent(1)
+    await asyncio.sleep(0.3)
+    assert [m["text"] for m in telegram.sent_messages()] == ["Only once."]
+    assert len(fake_ollama.chat_requests) == 1
+    assert await hass.config_entries.async_unload(second.entry_id)
+    assert first.state is ConfigEntryState.LOADED

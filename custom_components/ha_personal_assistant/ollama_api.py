@@ -163,7 +163,9 @@ async def async_list_models(
 ) -> list[OllamaModel]:
     """Return the models installed on the server (GET /api/tags)."""
     try:
-        body = await _async_request_json(session, "GET", f"{url}/api/tags", timeout)
+        body = await _async_request_json(
+            session, "GET", f"{url.rstrip('/')}/api/tags", timeout
+        )
     except OllamaModelNotFound as err:
         # A 404 here means the URL does not point at an Ollama server.
         raise OllamaError(str(err)) from err
@@ -205,7 +207,7 @@ async def async_show_model(
     """
     try:
         body = await _async_request_json(
-            session, "POST", f"{url}/api/show", timeout, {"model": model}
+            session, "POST", f"{url.rstrip('/')}/api/show", timeout, {"model": model}
         )
     except OllamaModelNotFound as err:
         msg = f"The model {model} is not installed"

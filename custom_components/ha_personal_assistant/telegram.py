@@ -24,6 +24,7 @@ from .agent.prompts import (
 )
 from .assistant import Speaker
 from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .store.shared import async_claim_telegram, async_release_telegram
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
@@ -184,7 +185,17 @@ class TelegramGateway:
 
     @callback
     def async_start(self) -> None:
-        """Listen for telegram_bot's events."""
+        """Listen for telegram_bot's events, unless another entry already does."""
+        if not async_claim_telegram(self.hass, self.entry.entry_id):
+            LOGGER.warning(
+                "Another Personal Assistant entry already answers Telegram; "
+                "%s stays silent there",
+                self.entry.title,
+            )
+            return
+        self._unsubs.append(
+            lambda: async_release_telegram(self.hass, self.entry.entry_id)
+        )
         for event_type in (EVENT_TEXT, EVENT_COMMAND):
             self._unsubs.append(
                 self.hass.bus.async_listen(event_type, self._async_on_event)

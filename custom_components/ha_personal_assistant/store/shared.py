@@ -45,6 +45,9 @@ class _Holder:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     storage: SharedStorage | None = None
     users: int = 0
+    # The entry that answers Telegram: with two entries (two Ollama servers)
+    # every message would otherwise be answered twice.
+    telegram_owner: str | None = None
 
 
 # Two entries (two Ollama servers) must not open the same SQLite file twice:
@@ -78,6 +81,22 @@ async def async_release_storage(hass: HomeAssistant) -> None:
             return
         storage, holder.storage = holder.storage, None
     await _async_close(hass, storage)
+
+
+def async_claim_telegram(hass: HomeAssistant, entry_id: str) -> bool:
+    """Let one entry answer Telegram; False when another entry already does."""
+    holder = hass.data.setdefault(DATA_STORAGE, _Holder())
+    if holder.telegram_owner not in (None, entry_id):
+        return False
+    holder.telegram_owner = entry_id
+    return True
+
+
+def async_release_telegram(hass: HomeAssistant, entry_id: str) -> None:
+    """Give up answering Telegram."""
+    holder = hass.data.get(DATA_STORAGE)
+    if holder is not None and holder.telegram_owner == entry_id:
+        holder.telegram_owner = None
 
 
 async def _async_open(hass: HomeAssistant) -> SharedStorage:
