@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.components.homeassistant.exposed_entities import (
     async_should_expose,
@@ -75,6 +76,17 @@ MAX_EXPANSION_DEPTH: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
+class ResolvedCall:
+    """One concrete service call on explicit entity ids: what really runs."""
+
+    domain: str
+    service: str
+    entity_ids: tuple[str, ...]
+    # Service data without any target keys (entity_id, area_id, ...).
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """The policy's answer for one service call."""
 
@@ -82,6 +94,31 @@ class Verdict:
     reason: str
     # The entities the call would really change, after expansion.
     targets: tuple[str, ...]
+    # What to execute when allowed or confirmed; empty when blocked.
+    calls: tuple[ResolvedCall, ...] = ()
+
+
+def evaluate_call(
+    hass: HomeAssistant, domain: str, service: str, data: Mapping[str, Any]
+) -> Verdict:
+    """Decide a service call as the model wrote it (targets inside ``data``)."""
+    raw = data.get(ATTR_ENTITY_ID)
+    if isinstance(raw, str):
+        entity_ids = [p.strip().lower() for p in raw.split(",") if p.strip()]
+    elif isinstance(raw, (list, tuple)):
+        entity_ids = [str(p).strip().lower() for p in raw if str(p).strip()]
+    else:
+        entity_ids = []
+    extra = {k: v for k, v in data.items() if k != ATTR_ENTITY_ID}
+    verdict = evaluate(hass, domain, service, entity_ids)
+    if verdict.decision is Decision.BLOCK:
+        return verdict
+    return Verdict(
+        verdict.decision,
+        verdict.reason,
+        verdict.targets,
+        (ResolvedCall(domain, service, tuple(entity_ids), extra),),
+    )
 
 
 def _members(hass: HomeAssistant, entity_id: str) -> list[str]:
