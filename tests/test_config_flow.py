@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from copy import deepcopy
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from unittest.mock import AsyncMock, patch
 
@@ -11,6 +13,7 @@ import aiohttp
 import pytest
 from homeassistant import config_entries
 from homeassistant.data_entry_flow import FlowResultType, InvalidData
+from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
@@ -32,6 +35,11 @@ from custom_components.ha_personal_assistant.ollama_api import (
     async_show_model,
     normalize_url,
     url_without_credentials,
+)
+from custom_components.ha_personal_assistant.security.permissions import (
+    DEFAULT_BLOCKED_SERVICES,
+    DEFAULT_CONFIRM_SERVICES,
+    Policy,
 )
 
 if TYPE_CHECKING:
@@ -943,3 +951,280 @@ async def test_timeout_is_enforced_and_errors_hide_credentials(
         )
     assert "s3cret" not in str(exc_info.value)
     assert "192.168.1.10" in str(exc_info.value)
+
+
+# The permission policy in the options flow.
+
+
+def section_field(result: dict[str, Any], field: str) -> tuple[Any, Any]:
+    """Return the key and selector of a field in the permissions section."""
+    for key, value in result["data_schema"].schema.items():
+        if key.schema == "permissions":
+            for inner_key, selector in value.schema.schema.items():
+                if inner_key.schema == field:
+                    return inner_key, selector
+    msg = f"No field {field} in the permissions section"
+    raise AssertionError(msg)
+
+
+def section_suggested(result: dict[str, Any], field: str) -> Any:
+    """Return the value the permissions section shows prefilled in a field."""
+    key, _selector = section_field(result, field)
+    return (key.description or {}).get("suggested_value")
+
+
+def unsafe_issue(hass: HomeAssistant, entry: MockConfigEntry) -> ir.IssueEntry | None:
+    """Return the entry's unsafe-permissions repair issue, if raised."""
+    return ir.async_get(hass).async_get_issue(
+        DOMAIN, f"unsafe_permissions_{entry.entry_id}"
+    )
+
+
+async def test_options_form_shows_the_default_permissions(
+    hass: HomeAssistant,
+) -> None:
+    """A folded Permissions section is prefilled with the defaults of DESIGN §3."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert section_suggested(result, "confirm_services") == sorted(
+        DEFAULT_CONFIRM_SERVICES
+    )
+    assert section_suggested(result, "blocked_services") == sorted(
+        DEFAULT_BLOCKED_SERVICES
+    )
+    assert section_suggested(result, "allowed_scripts") == []
+    assert section_suggested(result, "admin_user_ids") == []
+    _key, scripts = section_field(result, "allowed_scripts")
+    assert scripts.config["domain"] == ["script"]
+    assert scripts.config["multiple"] is True
+    permissions = next(
+        value
+        for key, value in result["data_schema"].schema.items()
+        if key.schema == "permissions"
+    )
+    assert permissions.options["collapsed"] is True
+
+
+async def test_options_form_shows_the_stored_permissions(hass: HomeAssistant) -> None:
+    """Stored entries are prefilled, and custom ones are offered in the list."""
+    entry = add_entry(
+        hass,
+        options={
+            **DEFAULT_OPTIONS,
+            "confirm_services": ["lock.unlock", "light"],
+            "blocked_services": ["shell_command"],
+            "allowed_scripts": ["script.goodnight"],
+            "admin_user_ids": [42],
+        },
+    )
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert section_suggested(result, "confirm_services") == ["light", "lock.unlock"]
+    assert section_suggested(result, "blocked_services") == ["shell_command"]
+    assert section_suggested(result, "allowed_scripts") == ["script.goodnight"]
+    assert section_suggested(result, "admin_user_ids") == ["42"]
+    _key, confirm = section_field(result, "confirm_services")
+    assert "light" in confirm.config["options"]
+    assert "lock.open" in confirm.config["options"]
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_permissions_are_saved_as_flat_options(hass: HomeAssistant) -> None:
+    """The section's fields are stored next to the other options, cleaned up."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "num_ctx": 16384,
+            "permissions": {
+                "confirm_services": [*sorted(DEFAULT_CONFIRM_SERVICES), " light "],
+                "blocked_services": [*sorted(DEFAULT_BLOCKED_SERVICES), "input_text"],
+                "allowed_scripts": ["script.goodnight"],
+                "admin_user_ids": [" 42 ", "", "7", "42"],
+            },
+        },
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options == {
+        **DEFAULT_OPTIONS,
+        "num_ctx": 16384,
+        "confirm_services": sorted({*DEFAULT_CONFIRM_SERVICES, "light"}),
+        "blocked_services": sorted({*DEFAULT_BLOCKED_SERVICES, "input_text"}),
+        "allowed_scripts": ["script.goodnight"],
+        "admin_user_ids": [42, 7],
+    }
+    assert Policy.from_options(entry.options).allowed_scripts == {"script.goodnight"}
+    assert unsafe_issue(hass, entry) is None
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_emptied_permission_fields_are_saved_empty(hass: HomeAssistant) -> None:
+    """A field the user clears arrives without its key and is stored empty."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"permissions": {}}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["confirm_services"] == []
+    assert entry.options["blocked_services"] == []
+    assert entry.options["allowed_scripts"] == []
+    assert entry.options["admin_user_ids"] == []
+
+
+@pytest.mark.parametrize(
+    "bad", ["Lock.unlock", "lock.", "lock unlock", "lock.unlock.now", "*", "light;"]
+)
+async def test_a_malformed_service_entry_is_refused_then_fixed(
+    hass: HomeAssistant, bad: str
+) -> None:
+    """Entries must be domain or domain.service in lower case; input is kept."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    permissions = {"confirm_services": ["lock.unlock"], "blocked_services": [bad]}
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"permissions": permissions}
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"permissions": "invalid_service"}
+    assert section_suggested(result, "blocked_services") == [bad]
+    assert entry.options == DEFAULT_OPTIONS
+
+    with patch(
+        "custom_components.ha_personal_assistant.async_setup_entry", return_value=True
+    ):
+        result = await hass.config_entries.options.async_configure(
+            result["flow_id"],
+            {"permissions": {**permissions, "blocked_services": ["shell_command"]}},
+        )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["blocked_services"] == ["shell_command"]
+
+
+async def test_a_malformed_admin_id_is_refused(hass: HomeAssistant) -> None:
+    """Admin ids are Telegram user ids: whole numbers."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "permissions": {
+                "confirm_services": sorted(DEFAULT_CONFIRM_SERVICES),
+                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES),
+                "admin_user_ids": ["@alice"],
+            }
+        },
+    )
+    assert result["type"] is FlowResultType.FORM
+    assert result["errors"] == {"permissions": "invalid_user_id"}
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_unsafe_permissions_raise_a_repair_until_restored(
+    hass: HomeAssistant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dropping lock.unlock's confirmation or unblocking scripts warns in Repairs."""
+    # Each save reloads the entry, which the mocked setup never really started.
+    monkeypatch.setattr(
+        "custom_components.ha_personal_assistant.async_unload_entry",
+        AsyncMock(return_value=True),
+    )
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "permissions": {
+                "confirm_services": sorted(DEFAULT_CONFIRM_SERVICES - {"lock.unlock"}),
+                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES - {"script"}),
+            }
+        },
+    )
+    issue = unsafe_issue(hass, entry)
+    assert issue is not None
+    assert issue.severity is ir.IssueSeverity.WARNING
+    assert not issue.is_fixable
+    assert issue.translation_key == "unsafe_permissions"
+    assert issue.translation_placeholders == {
+        "settings": "lock.unlock runs without confirmation; "
+        "script is no longer blocked",
+        "title": entry.title,
+    }
+
+    # Saving other options keeps the unsafe policy, and the warning.
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    await hass.config_entries.options.async_configure(
+        result["flow_id"], {"web_search": False}
+    )
+    assert unsafe_issue(hass, entry) is not None
+
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "permissions": {
+                "confirm_services": sorted(DEFAULT_CONFIRM_SERVICES),
+                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES),
+            }
+        },
+    )
+    assert unsafe_issue(hass, entry) is None
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_permissions_survive_the_user_mapping_step(
+    hass: HomeAssistant, hass_admin_user: MockUser
+) -> None:
+    """With allowed users, the policy is stored after the mapping step."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "allowed_user_ids": ["555"],
+            "permissions": {
+                "confirm_services": ["lock.unlock"],
+                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES),
+                "admin_user_ids": ["555"],
+            },
+        },
+    )
+    assert result["step_id"] == "user_mapping"
+    assert unsafe_issue(hass, entry) is None
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"555": hass_admin_user.id}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["confirm_services"] == ["lock.unlock"]
+    assert entry.options["admin_user_ids"] == [555]
+    assert entry.options["user_mapping"] == {"555": hass_admin_user.id}
+    issue = unsafe_issue(hass, entry)
+    assert issue is not None
+    assert (
+        "lock.open runs without confirmation"
+        in (issue.translation_placeholders or {})["settings"]
+    )
+
+
+def test_repair_strings_exist() -> None:
+    """The issue and the new fields have literal English text."""
+    strings = json.loads(
+        (
+            Path(__file__).parents[1]
+            / "custom_components/ha_personal_assistant/translations/en.json"
+        ).read_text(encoding="utf-8")
+    )
+    issue = strings["issues"]["unsafe_permissions"]
+    assert "{settings}" in issue["description"]
+    assert "{title}" in issue["description"]
+    section = strings["options"]["step"]["init"]["sections"]["permissions"]
+    fields = {
+        "confirm_services",
+        "blocked_services",
+        "allowed_scripts",
+        "admin_user_ids",
+    }
+    assert set(section["data"]) == fields
+    assert set(section["data_description"]) == fields
+    assert "invalid_service" in strings["options"]["error"]
+    assert "[%key:" not in json.dumps(strings)

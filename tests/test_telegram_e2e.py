@@ -138,17 +138,13 @@ async def test_an_entity_not_exposed_is_refused_and_the_model_told_why(
             "needs confirmation",
         ),
         (
-            {
-                "domain": "homeassistant",
-                "service": "turn_on",
-                "entity_id": "light.bed_light",
-            },
+            {"domain": "homeassistant", "service": "restart"},
             "blocked",
         ),
         ({"domain": "light", "service": "turn_on", "entity_id": "all"}, "not allowed"),
         (
             {"domain": "light", "service": "turn_on", "data": {"area_id": "kitchen"}},
-            "not supported",
+            "does not exist",
         ),
         (
             {"domain": "light", "service": "explode", "entity_id": "light.bed_light"},
@@ -157,7 +153,7 @@ async def test_an_entity_not_exposed_is_refused_and_the_model_told_why(
         ({"domain": "light", "service": "turn_on"}, "name the target"),
     ],
 )
-async def test_restricted_calls_are_refused_until_confirmations_exist(
+async def test_restricted_and_blocked_calls_do_not_run_on_the_models_word(
     hass: HomeAssistant,
     assistant: MockConfigEntry,
     telegram: TelegramHarness,
@@ -165,7 +161,7 @@ async def test_restricted_calls_are_refused_until_confirmations_exist(
     arguments: dict[str, object],
     reason: str,
 ) -> None:
-    """Locks, garage doors and blocked domains are not run from the chat."""
+    """Locks, garage doors and blocked services never run because the model says."""
     states = {s.entity_id: s.state for s in hass.states.async_all(HOUSE_DOMAINS)}
     fake_ollama.tool_call("call_service", arguments).reply("I couldn't do that.")
     await telegram.send_text("Do it")

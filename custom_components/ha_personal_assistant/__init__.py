@@ -10,6 +10,7 @@ from homeassistant.helpers.importlib import async_import_module
 
 from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
+from .repairs import async_check_policy, async_delete_policy_issue
 from .store.shared import async_acquire_storage, async_release_storage
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ async def async_setup_entry(
 
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
+    async_check_policy(hass, entry)
     storage = await async_acquire_storage(hass)
     try:
         data = await runtime.async_build(hass, entry, storage)
@@ -59,3 +61,10 @@ async def async_unload_entry(
     await entry.runtime_data.gateway.async_stop()
     await async_release_storage(hass)
     return True
+
+
+async def async_remove_entry(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry
+) -> None:
+    """Drop the entry's repair issue when the entry is deleted."""
+    async_delete_policy_issue(hass, entry.entry_id)

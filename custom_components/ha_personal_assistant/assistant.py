@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .security.permissions import Policy, Verdict
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
     from .tools.registry import ToolRegistry
@@ -48,6 +49,7 @@ class Speaker:
     person: str
     name: str | None
     ha_user_id: str | None
+    chat_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class TurnResult:
     reply: str
     ok: bool
     model_seconds: float
+    # Restricted actions the model asked for, waiting for the user's confirmation.
+    proposals: tuple[Verdict, ...] = ()
 
 
 class ModelHealth:
@@ -104,6 +108,7 @@ class Assistant:
         session_timeout: float,
         request_timeout: float,
         model_slots: asyncio.Semaphore,
+        policy: Policy | None = None,
     ) -> None:
         """Keep what every turn needs."""
         self.hass = hass
@@ -118,6 +123,7 @@ class Assistant:
         self.request_timeout = request_timeout
         self.model_slots = model_slots
         self.health = ModelHealth(ollama_url)
+        self.policy = policy
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -139,6 +145,8 @@ class Assistant:
                 database=self.database,
                 person=speaker.person,
                 ha_user_id=speaker.ha_user_id,
+                chat_id=speaker.chat_id,
+                policy=self.policy,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
@@ -161,8 +169,13 @@ class Assistant:
                 state, config, context=runtime, durability="exit"
             )
         except Exception as err:  # noqa: BLE001 - every failure gets a reply
+            # A restricted action proposed before the failure still gets its
+            # confirmation request: the user asked for it, the policy resolved it.
             return TurnResult(
-                self._explain(err), ok=False, model_seconds=sum(runtime.model_calls)
+                self._explain(err),
+                ok=False,
+                model_seconds=sum(runtime.model_calls),
+                proposals=tuple(runtime.tools.proposals),
             )
         self.health.succeeded()
         self.hass.async_create_background_task(
@@ -173,6 +186,7 @@ class Assistant:
             _answer(result.get("messages", [])),
             ok=True,
             model_seconds=sum(runtime.model_calls),
+            proposals=tuple(runtime.tools.proposals),
         )
 
     def _explain(self, err: Exception) -> str:  # noqa: PLR0911 - a reply per failure

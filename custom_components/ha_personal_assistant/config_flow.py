@@ -1,7 +1,7 @@
 """Config flow for the Personal Assistant: Ollama server, models and options."""
 
 import asyncio
-from typing import TYPE_CHECKING, Any, override
+from typing import TYPE_CHECKING, Any, Final, override
 
 from homeassistant.config_entries import (
     SOURCE_RECONFIGURE,
@@ -11,9 +11,12 @@ from homeassistant.config_entries import (
     OptionsFlowWithReload,
 )
 from homeassistant.core import callback
+from homeassistant.data_entry_flow import SectionConfig, section
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.selector import (
     BooleanSelector,
+    EntitySelector,
+    EntitySelectorConfig,
     NumberSelector,
     NumberSelectorConfig,
     NumberSelectorMode,
@@ -28,7 +31,11 @@ from homeassistant.helpers.selector import (
 from yarl import URL
 
 from .const import (
+    CONF_ADMIN_USER_IDS,
+    CONF_ALLOWED_SCRIPTS,
     CONF_ALLOWED_USER_IDS,
+    CONF_BLOCKED_SERVICES,
+    CONF_CONFIRM_SERVICES,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
     CONF_KEEP_ALIVE,
@@ -72,9 +79,17 @@ from .ollama_api import (
     normalize_url,
     url_without_credentials,
 )
+from .repairs import async_update_policy_issue
+from .security.permissions import (
+    DEFAULT_BLOCKED_SERVICES,
+    DEFAULT_CONFIRM_SERVICES,
+    SCRIPT,
+    Policy,
+    parse_entries,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     # At run time HA aliases voluptuous to probatio, whose types HA's flow
     # helpers expect; the voluptuous stubs would not match them.
@@ -138,6 +153,90 @@ OPTIONS_SCHEMA = vol.Schema(
         ),
     }
 )
+
+
+# The form section holding the permission policy; its fields are stored flat.
+SECTION_PERMISSIONS: Final = "permissions"
+
+
+def _entry_selector(entries: Iterable[str]) -> SelectSelector:
+    """Return a list of "domain" or "domain.service" entries, free text allowed."""
+    return SelectSelector(
+        SelectSelectorConfig(
+            options=sorted(entries),
+            multiple=True,
+            custom_value=True,
+            mode=SelectSelectorMode.DROPDOWN,
+        )
+    )
+
+
+def _options_schema(policy: Policy) -> vol.Schema:
+    """Return the options form: general options and a folded permissions section."""
+    return OPTIONS_SCHEMA.extend(
+        {
+            # Optional, so a submission without the section keeps the policy.
+            vol.Optional(SECTION_PERMISSIONS): section(
+                vol.Schema(
+                    {
+                        vol.Optional(CONF_CONFIRM_SERVICES): _entry_selector(
+                            DEFAULT_CONFIRM_SERVICES | policy.confirm
+                        ),
+                        vol.Optional(CONF_BLOCKED_SERVICES): _entry_selector(
+                            DEFAULT_BLOCKED_SERVICES | policy.blocked
+                        ),
+                        vol.Optional(CONF_ALLOWED_SCRIPTS): EntitySelector(
+                            EntitySelectorConfig(domain=SCRIPT, multiple=True)
+                        ),
+                        vol.Optional(CONF_ADMIN_USER_IDS): TextSelector(
+                            TextSelectorConfig(
+                                type=TextSelectorType.TEXT, multiple=True
+                            )
+                        ),
+                    }
+                ),
+                SectionConfig(collapsed=True),
+            ),
+        }
+    )
+
+
+def _suggested_permissions(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the permissions section prefilled: stored values, else the defaults."""
+    policy = Policy.from_options(options)
+    return {
+        CONF_CONFIRM_SERVICES: sorted(policy.confirm),
+        CONF_BLOCKED_SERVICES: sorted(policy.blocked),
+        CONF_ALLOWED_SCRIPTS: sorted(policy.allowed_scripts),
+        CONF_ADMIN_USER_IDS: [
+            str(user_id) for user_id in options.get(CONF_ADMIN_USER_IDS, [])
+        ],
+    }
+
+
+def _parse_permissions(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the permission options from the submitted section.
+
+    Raise ValueError with the form error key when an entry is malformed. An
+    emptied field arrives without its key, so a missing key is an empty list.
+    """
+    try:
+        confirm = parse_entries(values.get(CONF_CONFIRM_SERVICES, []))
+        blocked = parse_entries(values.get(CONF_BLOCKED_SERVICES, []))
+    except ValueError as err:
+        error = "invalid_service"
+        raise ValueError(error) from err
+    try:
+        admins = _parse_user_ids(values.get(CONF_ADMIN_USER_IDS, []))
+    except ValueError as err:
+        error = "invalid_user_id"
+        raise ValueError(error) from err
+    return {
+        CONF_CONFIRM_SERVICES: confirm,
+        CONF_BLOCKED_SERVICES: blocked,
+        CONF_ALLOWED_SCRIPTS: sorted(set(values.get(CONF_ALLOWED_SCRIPTS, []))),
+        CONF_ADMIN_USER_IDS: admins,
+    }
 
 
 def default_options() -> dict[str, Any]:
@@ -444,7 +543,7 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
 
 
 class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
-    """Change timeouts, the context window, web search and who may chat."""
+    """Change timeouts, the context window, web search, who may chat and act."""
 
     def __init__(self) -> None:
         """Start with no options chosen."""
@@ -453,39 +552,63 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
     async def async_step_init(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Edit the general options and the allowed Telegram users."""
+        """Edit the general options, the allowed Telegram users and permissions."""
         errors: dict[str, str] = {}
+        current = {**default_options(), **self.config_entry.options}
         if user_input is not None:
+            general = {k: v for k, v in user_input.items() if k != SECTION_PERMISSIONS}
+            permissions: dict[str, Any] = {}
             try:
                 allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))
             except ValueError:
                 errors[CONF_ALLOWED_USER_IDS] = "invalid_user_id"
-            else:
+            if (section_input := user_input.get(SECTION_PERMISSIONS)) is not None:
+                try:
+                    permissions = _parse_permissions(section_input)
+                except ValueError as err:
+                    # The frontend shows a section's error above the section.
+                    errors[SECTION_PERMISSIONS] = str(err)
+            if not errors:
                 # Start from the current options so keys edited elsewhere survive.
                 self._options = {
-                    **default_options(),
-                    **self.config_entry.options,
-                    **user_input,
+                    **current,
+                    **general,
                     CONF_ALLOWED_USER_IDS: allowed,
+                    **permissions,
                 }
                 if allowed:
                     return await self.async_step_user_mapping()
                 self._options[CONF_USER_MAPPING] = {}
-                return self.async_create_entry(data=self._options)
+                return self._async_save()
             suggested: Mapping[str, Any] = user_input
         else:
-            current = {**default_options(), **self.config_entry.options}
             suggested = {
                 **current,
                 CONF_ALLOWED_USER_IDS: [
                     str(user_id) for user_id in current[CONF_ALLOWED_USER_IDS]
                 ],
+                SECTION_PERMISSIONS: _suggested_permissions(current),
             }
         return self.async_show_form(
             step_id="init",
-            data_schema=self.add_suggested_values_to_schema(OPTIONS_SCHEMA, suggested),
+            data_schema=self.add_suggested_values_to_schema(
+                _options_schema(Policy.from_options(current)), suggested
+            ),
             errors=errors,
         )
+
+    @callback
+    def _async_save(self) -> ConfigFlowResult:
+        """Store the options, warning in Repairs if the permissions are unsafe."""
+        # Raised here as well as at setup, so the warning appears even while the
+        # entry cannot start (Ollama down).
+        async_update_policy_issue(
+            self.hass,
+            self.config_entry.entry_id,
+            self.config_entry.title,
+            self._options,
+        )
+        return self.async_create_entry(data=self._options)
 
     async def async_step_user_mapping(
         self, user_input: dict[str, Any] | None = None
@@ -497,7 +620,7 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 for telegram_id, user_id in user_input.items()
                 if user_id
             }
-            return self.async_create_entry(data=self._options)
+            return self._async_save()
         users = [
             SelectOptionDict(value=user.id, label=user.name or user.id)
             for user in await self.hass.auth.async_get_users()

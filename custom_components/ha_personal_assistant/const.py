@@ -59,3 +59,9 @@ MIN_KEEP_ALIVE: Final = -1  # seconds; -1 keeps the model loaded
 MAX_KEEP_ALIVE: Final = 86400  # seconds
 MIN_REQUEST_TIMEOUT: Final = 1  # seconds
 MAX_REQUEST_TIMEOUT: Final = 600  # seconds
+
+# Permission policy options (security/permissions.py reads them).
+CONF_CONFIRM_SERVICES: Final = "confirm_services"
+CONF_BLOCKED_SERVICES: Final = "blocked_services"
+CONF_ALLOWED_SCRIPTS: Final = "allowed_scripts"
+CONF_ADMIN_USER_IDS: Final = "admin_user_ids"

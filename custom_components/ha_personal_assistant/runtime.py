@@ -10,7 +10,9 @@ from langchain_ollama import ChatOllama
 from .agent.graph import bind_model, build_graph
 from .assistant import Assistant
 from .const import (
+    CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_USER_IDS,
+    CONF_CONFIRMATION_TIMEOUT,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NUM_CTX,
@@ -18,12 +20,15 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_USER_MAPPING,
+    DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
 )
 from .data import PersonalAssistantData
+from .security.confirmations import ConfirmationManager
+from .security.permissions import Policy
 from .telegram import TelegramGateway
 from .tools.ha import HA_TOOLS
 from .tools.registry import ToolRegistry
@@ -67,6 +72,7 @@ async def async_build(
         timeout=request_timeout,
     )
     registry = ToolRegistry(HA_TOOLS)
+    policy = Policy.from_options(options)
     assistant = Assistant(
         hass,
         graph=build_graph(storage.checkpoints.saver),
@@ -81,11 +87,27 @@ async def async_build(
         * float(options.get(CONF_SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT)),
         request_timeout=request_timeout,
         model_slots=storage.model_slots,
+        policy=policy,
     )
+    confirmations = ConfirmationManager(
+        hass,
+        storage.database,
+        timeout=float(
+            options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
+        ),
+        admins=frozenset(
+            f"telegram:{int(user_id)}"
+            for user_id in options.get(CONF_ADMIN_USER_IDS, [])
+        ),
+        policy=policy,
+    )
+    # Settle what a restart interrupted before anything new can be decided.
+    await confirmations.async_recover()
     gateway = TelegramGateway(
         hass,
         entry,
         assistant,
+        confirmations=confirmations,
         allowed_user_ids=frozenset(
             int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
         ),

@@ -5,25 +5,26 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from homeassistant.core import Event, EventOrigin, callback
+from homeassistant.core import Event, EventOrigin, ServiceResponse, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.event import async_track_time_interval
+from homeassistant.util import dt as dt_util
 
 from .agent.prompts import (
     HELP_TEXT,
     REPLY_INTERNAL_ERROR,
     REPLY_NEW_SESSION,
-    REPLY_NO_PENDING,
     REPLY_UNKNOWN_COMMAND,
 )
 from .assistant import Speaker
 from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .security.confirmations import ConfirmationManager, DecisionResult, Outcome
 from .store.shared import async_claim_telegram, async_release_telegram
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .assistant import Assistant
+    from .security.permissions import Verdict
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
@@ -41,6 +43,10 @@ EVENT_CALLBACK: Final = "telegram_callback"
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
 PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
+CALLBACK_TEXT_LIMIT: Final = 200  # Telegram's limit for a callback answer
+CMD_CONFIRM: Final = "/confirm"
+CMD_CANCEL: Final = "/cancel"
+RECENT_ACTIONS: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,8 @@ class Incoming:
     first_name: str | None
     text: str
     command: str | None = None
+    # Set for inline-button presses: the callback query to answer.
+    callback_id: str | None = None
 
     @property
     def key(self) -> str:
@@ -123,6 +131,9 @@ def parse_event(  # noqa: PLR0911 - each check rejects
     if chat_id is None or user_id is None:
         return None
     first_name = data.get("from_first")
+    name_or_none = first_name if isinstance(first_name, str) else None
+    if event.event_type == EVENT_CALLBACK:
+        return _parse_callback(data, bot_entry_id, chat_id, user_id, name_or_none)
     message_id = _as_int(data.get("id"))
     if event.event_type == EVENT_COMMAND:
         command = data.get("command")
@@ -159,15 +170,48 @@ def parse_event(  # noqa: PLR0911 - each check rejects
     )
 
 
+def _parse_callback(
+    data: Mapping[str, Any],
+    bot_entry_id: str,
+    chat_id: int,
+    user_id: int,
+    first_name: str | None,
+) -> Incoming | None:
+    """Return a press of one of our Confirm or Cancel buttons, else None."""
+    payload = data.get("data")
+    callback_id = data.get("id")
+    if not isinstance(payload, str) or callback_id is None:
+        return None
+    command, _, token = payload.partition("_")
+    if command not in (CMD_CONFIRM, CMD_CANCEL) or not token.isalnum():
+        # Another automation's button: not ours to answer.
+        return None
+    message = data.get("message")
+    message_id = (
+        _as_int(message.get("message_id")) if isinstance(message, Mapping) else None
+    )
+    return Incoming(
+        bot_entry_id,
+        chat_id,
+        user_id,
+        message_id,
+        first_name,
+        token,
+        command=command,
+        callback_id=str(callback_id),
+    )
+
+
 class TelegramGateway:
     """Receive messages, keep each chat in order, and send the replies."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only wiring
         self,
         hass: HomeAssistant,
         entry: ConfigEntry[Any],
         assistant: Assistant,
         *,
+        confirmations: ConfirmationManager,
         allowed_user_ids: frozenset[int],
         user_mapping: Mapping[str, str],
     ) -> None:
@@ -175,6 +219,7 @@ class TelegramGateway:
         self.hass = hass
         self.entry = entry
         self.assistant = assistant
+        self.confirmations = confirmations
         self.allowed_user_ids = allowed_user_ids
         self.user_mapping = dict(user_mapping)
         self._queues: dict[str, asyncio.Queue[Incoming]] = {}
@@ -196,7 +241,7 @@ class TelegramGateway:
         self._unsubs.append(
             lambda: async_release_telegram(self.hass, self.entry.entry_id)
         )
-        for event_type in (EVENT_TEXT, EVENT_COMMAND):
+        for event_type in (EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK):
             self._unsubs.append(
                 self.hass.bus.async_listen(event_type, self._async_on_event)
             )
@@ -241,6 +286,15 @@ class TelegramGateway:
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
             )
             return
+        if incoming.callback_id is not None:
+            # A press is answered at once, not after the chat's queued turns;
+            # the database makes concurrent presses safe.
+            self.entry.async_create_background_task(
+                self.hass,
+                self._async_on_press(incoming),
+                "ha_personal_assistant button press",
+            )
+            return
         queue = self._queues.setdefault(incoming.key, asyncio.Queue())
         queue.put_nowait(incoming)
         if incoming.key not in self._workers:
@@ -282,9 +336,10 @@ class TelegramGateway:
             return
         started = time.monotonic()
         speaker = Speaker(
-            person=f"telegram:{incoming.user_id}",
+            person=_person(incoming),
             name=incoming.first_name,
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            chat_id=incoming.chat_id,
         )
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
@@ -297,6 +352,132 @@ class TelegramGateway:
             typing.cancel()
         await self._async_send(incoming, result.reply)
         self.last_latency = time.monotonic() - started
+        if result.proposals:
+            await self._async_request_confirmation(incoming, speaker, result.proposals)
+
+    async def _async_request_confirmation(
+        self,
+        incoming: Incoming,
+        speaker: Speaker,
+        proposals: Sequence[Verdict],
+    ) -> None:
+        """Store the proposed actions, then ask with Confirm and Cancel buttons.
+
+        Stored first: if the message cannot be sent, /confirm still works.
+        """
+        action = await self.confirmations.async_propose(
+            conversation_key=incoming.key,
+            bot_entry_id=incoming.bot_entry_id,
+            chat_id=incoming.chat_id,
+            requester=speaker.person,
+            ha_user_id=speaker.ha_user_id,
+            verdicts=proposals,
+        )
+        response = await self._async_call(
+            "send_message",
+            {
+                "config_entry_id": incoming.bot_entry_id,
+                "chat_id": incoming.chat_id,
+                "message": confirmation_text(
+                    action.summary, self.confirmations.timeout
+                ),
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+                "inline_keyboard": [
+                    [
+                        ["Confirm", f"{CMD_CONFIRM}_{action.token}"],
+                        ["Cancel", f"{CMD_CANCEL}_{action.token}"],
+                    ]
+                ],
+            },
+            return_response=True,
+        )
+        message_id = _sent_message_id(response)
+        if message_id is not None:
+            await self.confirmations.async_attach_message(action, message_id)
+
+    async def _async_on_press(self, incoming: Incoming) -> None:
+        """Decide a pending action from a button press and show the outcome."""
+        try:
+            action = await self.confirmations.async_find(
+                token=incoming.text,
+                conversation_key=incoming.key,
+                user=_person(incoming),
+            )
+            result = await self.confirmations.async_decide(
+                action, user=_person(incoming), confirm=incoming.command == CMD_CONFIRM
+            )
+        except Exception:  # noqa: BLE001 - the press must be answered
+            # The claim makes a retry safe: it cannot run the action twice.
+            LOGGER.exception("Could not decide a pending action")
+            await self._async_answer_press(
+                incoming, "Something went wrong. /actions shows what happened."
+            )
+            return
+        await self._async_answer_press(incoming, result.text)
+        if result.outcome not in (Outcome.NOT_YOURS, Outcome.NOT_FOUND):
+            await self._async_show_outcome(incoming, result, incoming.message_id)
+
+    async def _async_answer_press(self, incoming: Incoming, text: str) -> None:
+        """Answer the callback query, so the button stops spinning."""
+        await self._async_call(
+            "answer_callback_query",
+            {
+                "config_entry_id": incoming.bot_entry_id,
+                "callback_query_id": incoming.callback_id,
+                "message": text[:CALLBACK_TEXT_LIMIT],
+                "show_alert": False,
+            },
+        )
+
+    async def _async_show_outcome(
+        self, incoming: Incoming, result: DecisionResult, message_id: int | None
+    ) -> None:
+        """Replace the request's text and buttons with what happened."""
+        if message_id is None:
+            return
+        await self._async_call(
+            "edit_message",
+            {
+                "config_entry_id": incoming.bot_entry_id,
+                "chat_id": incoming.chat_id,
+                "message_id": message_id,
+                "message": result.text,
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+            },
+        )
+
+    async def _async_decide_command(self, incoming: Incoming, command: str) -> str:
+        """Handle /confirm and /cancel (optionally with a request's token)."""
+        name, _, token = command.partition("_")
+        action = await self.confirmations.async_find(
+            token=token or None, conversation_key=incoming.key, user=_person(incoming)
+        )
+        result = await self.confirmations.async_decide(
+            action, user=_person(incoming), confirm=name == CMD_CONFIRM
+        )
+        if result.action is not None and result.outcome not in (
+            Outcome.NOT_YOURS,
+            Outcome.NOT_FOUND,
+        ):
+            await self._async_show_outcome(incoming, result, result.action.message_id)
+        return result.text
+
+    async def _async_recent_actions(self, incoming: Incoming) -> str:
+        """Describe the sender's latest audited actions."""
+        rows = await self.confirmations.async_recent(_person(incoming), RECENT_ACTIONS)
+        if not rows:
+            return "You have no recent actions."
+        lines = ["Your recent actions:"]
+        for row in rows:
+            when = dt_util.as_local(dt_util.utc_from_timestamp(row["ts"]))
+            entities = ", ".join(row["entities"])
+            lines.append(
+                f"{when:%m-%d %H:%M} {row['service']} {entities}: "
+                f"{row['confirmation']}, {row['outcome']}".replace(": none, ", ": ")
+            )
+        return "\n".join(lines)
 
     async def _async_first_time(self, incoming: Incoming) -> bool:
         """Tell whether this message id is new in its chat."""
@@ -318,8 +499,13 @@ class TelegramGateway:
         elif command == "/new":
             await self.assistant.async_new_session(incoming.key)
             reply = REPLY_NEW_SESSION
-        elif command in ("/confirm", "/cancel"):
-            reply = REPLY_NO_PENDING
+        elif command is not None and command.partition("_")[0] in (
+            CMD_CONFIRM,
+            CMD_CANCEL,
+        ):
+            reply = await self._async_decide_command(incoming, command)
+        elif command == "/actions":
+            reply = await self._async_recent_actions(incoming)
         else:
             reply = REPLY_UNKNOWN_COMMAND.format(command=command)
         await self._async_send(incoming, reply)
@@ -351,12 +537,18 @@ class TelegramGateway:
                 },
             )
 
-    async def _async_call(self, service: str, data: dict[str, Any]) -> bool:
+    async def _async_call(
+        self, service: str, data: dict[str, Any], *, return_response: bool = False
+    ) -> ServiceResponse | bool:
         """Call a telegram_bot service; log a failure once until it works again."""
         try:
             async with asyncio.timeout(SEND_TIMEOUT):
-                await self.hass.services.async_call(
-                    TELEGRAM_DOMAIN, service, data, blocking=True
+                response = await self.hass.services.async_call(
+                    TELEGRAM_DOMAIN,
+                    service,
+                    data,
+                    blocking=True,
+                    return_response=return_response,
                 )
         except (HomeAssistantError, TimeoutError, ValueError) as err:
             if not self._send_failed:
@@ -366,4 +558,28 @@ class TelegramGateway:
         if self._send_failed:
             self._send_failed = False
             LOGGER.info("Sending to Telegram works again")
-        return True
+        return response if return_response else True
+
+
+def _person(incoming: Incoming) -> str:
+    """Return who wrote or pressed, as stored with pending actions and audits."""
+    return f"telegram:{incoming.user_id}"
+
+
+def _sent_message_id(response: ServiceResponse | bool) -> int | None:  # noqa: FBT001
+    """Return the message id telegram_bot.send_message reported."""
+    if not isinstance(response, Mapping):
+        return None
+    chats = response.get("chats")
+    if isinstance(chats, list) and chats and isinstance(chats[0], Mapping):
+        return _as_int(chats[0].get("message_id"))
+    return None
+
+
+def confirmation_text(summary: str, timeout: float) -> str:
+    """Write the confirmation request from the resolved action."""
+    if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
+        expiry = f"{int(timeout)} second{'s' if int(timeout) != 1 else ''}"
+    else:
+        expiry = f"{int(timeout // 60)} minutes"
+    return f"Please confirm:\n{summary}\n\nThis request expires in {expiry}."

@@ -67,15 +67,16 @@ I'm your home assistant. Write to me in your own words, for example:
 • "Which lights are on?"
 
 I can see and control only the devices exposed to Assist in Home Assistant \
-(Settings → Voice assistants → Expose). Locks, alarms and garage doors are \
-not controlled from the chat yet.
+(Settings → Voice assistants → Expose). Unlocking doors, alarms and opening \
+garage doors or gates wait until you press Confirm.
 
 Commands:
 /new - start a fresh conversation
+/confirm, /cancel - decide your newest pending action
+/actions - your recent actions
 /help - this message"""
 
 REPLY_NEW_SESSION: Final = "Started a new conversation. What can I do for you?"
-REPLY_NO_PENDING: Final = "Nothing is waiting for your confirmation."
 REPLY_UNKNOWN_COMMAND: Final = (
     "I don't know the command {command}. /help lists what I can do."
 )

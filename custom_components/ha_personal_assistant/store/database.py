@@ -45,6 +45,44 @@ MIGRATIONS: dict[int, str] = {
             outcome TEXT NOT NULL
         );
     """,
+    2: """
+        CREATE TABLE pending_actions (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            token TEXT NOT NULL UNIQUE,
+            conversation_key TEXT NOT NULL,
+            bot_entry_id TEXT,
+            chat_id INTEGER,
+            requester TEXT NOT NULL,
+            ha_user_id TEXT,
+            calls TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            status TEXT NOT NULL,
+            message_id INTEGER,
+            decided_by TEXT,
+            decided_at REAL,
+            idempotency_key TEXT UNIQUE,
+            outcome TEXT
+        );
+        CREATE INDEX pending_actions_open
+            ON pending_actions (conversation_key, requester, status);
+        CREATE TABLE action_audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            telegram_user TEXT,
+            chat_id INTEGER,
+            ha_user_id TEXT,
+            entities TEXT NOT NULL,
+            service TEXT NOT NULL,
+            policy TEXT NOT NULL,
+            confirmation TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            latency_ms REAL,
+            action_id INTEGER
+        );
+        CREATE INDEX action_audit_log_user ON action_audit_log (telegram_user, ts);
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -139,6 +177,10 @@ class Database:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    async def async_run[T](self, func: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``func`` on the connection in one transaction, off the loop."""
+        return await self._executor.run(self._run, func)
 
     def _run[T](self, func: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import time
 from typing import TYPE_CHECKING, Any, Final
 
 import voluptuous as vol
@@ -17,18 +19,25 @@ from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from pydantic import BaseModel, Field
 
-from ..security.permissions import ASSISTANT, Decision, evaluate
+from ..const import LOGGER
+from ..security.permissions import (
+    ASSISTANT,
+    Decision,
+    ResolvedCall,
+    Verdict,
+    evaluate_call,
+)
+from ..store.actions import AuditRow, add_audit
 from .registry import ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from homeassistant.core import HomeAssistant, State
 
 SERVICE_CALL_TIMEOUT: Final = 30  # seconds
 MAX_LISTED_ENTITIES: Final = 100
 MAX_ATTRIBUTE_CHARS: Final = 300
-# Targets other than entity ids are resolved by the permission issue's resolver;
-# until then they are refused so nothing unexposed can be reached through them.
-INDIRECT_TARGETS: Final = ("area_id", "device_id", "floor_id", "label_id")
 # Attributes that cost tokens and tell the model nothing.
 HIDDEN_ATTRIBUTES: Final = frozenset(
     {"entity_picture", "icon", "supported_features", "attribution", "access_token"}
@@ -172,6 +181,56 @@ def _entity_ids(value: object) -> list[str]:
     raise ToolError(msg)
 
 
+async def async_run_calls(
+    hass: HomeAssistant, calls: Sequence[ResolvedCall], ha_user_id: str | None
+) -> None:
+    """Run resolved calls one after the other, as the mapped HA user.
+
+    Raises ToolError with a sentence the model or the user can read.
+    """
+    context = Context(user_id=ha_user_id)
+    for call in calls:
+        name = f"{call.domain}.{call.service}"
+        try:
+            async with asyncio.timeout(SERVICE_CALL_TIMEOUT):
+                await hass.services.async_call(
+                    call.domain,
+                    call.service,
+                    {**call.data, ATTR_ENTITY_ID: list(call.entity_ids)},
+                    blocking=True,
+                    context=context,
+                )
+        except TimeoutError as err:
+            msg = f"{name} did not finish within {SERVICE_CALL_TIMEOUT} s"
+            raise ToolError(msg) from err
+        except (Unauthorized, UnknownUser) as err:
+            msg = "the user's Home Assistant account may not do this"
+            raise ToolError(msg) from err
+        except (HomeAssistantError, vol.Invalid, ValueError) as err:
+            msg = f"{name} failed: {err}"
+            raise ToolError(msg) from err
+
+
+async def _audit(ctx: ToolContext, verdict: Verdict, name: str, outcome: str) -> None:
+    if ctx.database is None:
+        return
+    row = AuditRow(
+        ts=time.time(),
+        telegram_user=ctx.person,
+        chat_id=ctx.chat_id,
+        ha_user_id=ctx.ha_user_id,
+        entities=verdict.targets,
+        service=name,
+        policy=str(verdict.decision),
+        confirmation="not_needed" if verdict.decision is Decision.ALLOW else "none",
+        outcome=outcome,
+    )
+    try:
+        await ctx.database.async_run(lambda conn: add_audit(conn, row))
+    except sqlite3.Error as err:
+        LOGGER.warning("Could not write the action audit log: %s", err)
+
+
 async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any]:
     """Call a service on exposed entities, within the permission policy."""
     hass = ctx.hass
@@ -179,60 +238,44 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
     service = args.service.strip().lower()
     if "." in service and not domain:
         domain, service = service.split(".", 1)
+    name = f"{domain}.{service}"
     data = dict(args.data or {})
-    for key in INDIRECT_TARGETS:
-        if key in data:
-            msg = f"{key} targets are not supported; pass the entity ids in entity_id"
-            raise ToolError(msg)
     entity_ids = _entity_ids(args.entity_id) + _entity_ids(
         data.pop(ATTR_ENTITY_ID, None)
     )
-    entity_ids = list(dict.fromkeys(entity_ids))
-    if "all" in entity_ids:
-        msg = "entity_id 'all' is not allowed; name the entities"
-        raise ToolError(msg)
-    if not entity_ids:
-        msg = "name the target entities in entity_id (use list_entities to find them)"
-        raise ToolError(msg)
-    verdict = evaluate(hass, domain, service, entity_ids)
+    if entity_ids:
+        data[ATTR_ENTITY_ID] = list(dict.fromkeys(entity_ids))
+    verdict = evaluate_call(hass, domain, service, data, policy=ctx.policy)
     if verdict.decision is Decision.BLOCK:
+        await _audit(ctx, verdict, name, "refused")
         msg = f"Refused: {verdict.reason}."
         raise ToolError(msg)
     if verdict.decision is Decision.CONFIRM:
-        msg = (
-            f"Refused: {verdict.reason}, and confirmations are not available yet. "
-            "Tell the user to do this in the Home Assistant app."
-        )
-        raise ToolError(msg)
-    if not hass.services.has_service(domain, service):
-        msg = f"the service {domain}.{service} does not exist"
-        raise ToolError(msg)
-    context = Context(user_id=ctx.ha_user_id)
+        # Never run here: the user confirms with a Telegram button, and the
+        # model cannot press it. The request is sent after this turn.
+        if not any(p.calls == verdict.calls for p in ctx.proposals):
+            ctx.proposals.append(verdict)
+        return {
+            "result": "waiting_for_confirmation",
+            "reason": verdict.reason,
+            "note": (
+                "Nothing was done yet. The user gets a message with Confirm and "
+                "Cancel buttons; tell them to press Confirm if they want this."
+            ),
+        }
     try:
-        async with asyncio.timeout(SERVICE_CALL_TIMEOUT):
-            await hass.services.async_call(
-                domain,
-                service,
-                {**data, ATTR_ENTITY_ID: entity_ids},
-                blocking=True,
-                context=context,
-            )
-    except TimeoutError as err:
-        msg = f"{domain}.{service} did not finish within {SERVICE_CALL_TIMEOUT} s"
-        raise ToolError(msg) from err
-    except (Unauthorized, UnknownUser) as err:
-        msg = "the user's Home Assistant account may not do this"
-        raise ToolError(msg) from err
-    except (HomeAssistantError, vol.Invalid, ValueError) as err:
-        msg = f"{domain}.{service} failed: {err}"
-        raise ToolError(msg) from err
-    ctx.executed.append(f"{domain}.{service}")
+        await async_run_calls(hass, verdict.calls, ctx.ha_user_id)
+    except ToolError:
+        await _audit(ctx, verdict, name, "failed")
+        raise
+    await _audit(ctx, verdict, name, "executed")
+    ctx.executed.append(name)
     return {
         "result": "done",
-        "service": f"{domain}.{service}",
+        "service": name,
         "states": [
             describe(hass, state, full=False)
-            for entity_id in entity_ids
+            for entity_id in verdict.targets
             if (state := hass.states.get(entity_id)) is not None
         ],
     }

@@ -15,6 +15,7 @@ from ..const import LOGGER
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
+    from ..security.permissions import Policy, Verdict
     from ..store.database import Database
 
 
@@ -30,9 +31,14 @@ class ToolContext:
     database: Database | None
     person: str
     ha_user_id: str | None = None
+    chat_id: int | None = None
+    # The permission policy from the entry's options (None: the defaults).
+    policy: Policy | None = None
     # Set once untrusted text entered the turn (the taint rule reads it).
     tainted: bool = False
     executed: list[str] = field(default_factory=list)
+    # Actions that wait for the user's confirmation, sent after the turn.
+    proposals: list[Verdict] = field(default_factory=list)
 
 
 type ToolHandler = Callable[[ToolContext, Any], Awaitable[Any]]

@@ -1,0 +1,333 @@
+"""Durable confirmations: a risky action runs once, only after its requester says so.
+
+The model never confirms anything: a pending action is decided only by a
+Telegram update from the person who asked (a button press or /confirm), or an
+admin. Every state change is a conditional UPDATE committed together with its
+audit row, so a double tap, a replayed update or a crash cannot run an action
+twice or leave a decision unaudited.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final
+
+from homeassistant.const import ATTR_ENTITY_ID
+
+from ..const import LOGGER
+from ..store import actions as store
+from ..store.actions import AuditSummary, PendingAction, Status
+from ..tools.ha import async_run_calls
+from ..tools.registry import ToolError
+from .permissions import Decision, ResolvedCall, evaluate_call
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from homeassistant.core import HomeAssistant
+
+    from ..store.database import Database
+    from .permissions import Policy, Verdict
+
+# Readable verbs for the confirmation message; the rest are derived.
+VERBS: Final = {
+    ("lock", "unlock"): "Unlock",
+    ("lock", "open"): "Open the door of",
+    ("lock", "lock"): "Lock",
+    ("cover", "open_cover"): "Open",
+    ("cover", "close_cover"): "Close",
+    ("cover", "set_cover_position"): "Move",
+    ("cover", "toggle"): "Open or close",
+    ("valve", "open_valve"): "Open",
+    ("valve", "set_valve_position"): "Move",
+    ("alarm_control_panel", "alarm_disarm"): "Disarm",
+    ("alarm_control_panel", "alarm_arm_away"): "Arm (away)",
+    ("alarm_control_panel", "alarm_arm_home"): "Arm (home)",
+    ("alarm_control_panel", "alarm_arm_night"): "Arm (night)",
+    ("alarm_control_panel", "alarm_arm_vacation"): "Arm (vacation)",
+    ("alarm_control_panel", "alarm_trigger"): "Trigger",
+    ("camera", "turn_off"): "Turn off",
+    ("camera", "turn_on"): "Turn on",
+    ("automation", "trigger"): "Run",
+    ("scene", "turn_on"): "Activate",
+}
+
+
+class Outcome(StrEnum):
+    """How a decision ended, as the gateway reports it."""
+
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+    NOT_FOUND = "not_found"
+    NOT_YOURS = "not_yours"
+    ALREADY = "already"
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionResult:
+    """The result of a press or a command, and what to tell the user."""
+
+    outcome: Outcome
+    text: str
+    action: PendingAction | None = None
+
+
+def describe_call(hass: HomeAssistant, call: ResolvedCall) -> str:
+    """Describe a resolved call from the entities it touches, never from model prose."""
+    verb = VERBS.get(
+        (call.domain, call.service), call.service.replace("_", " ").capitalize()
+    )
+    names = []
+    for entity_id in call.entity_ids:
+        state = hass.states.get(entity_id)
+        name = state.name if state is not None else entity_id
+        names.append(f"{name} ({entity_id})")
+    text = f"{verb} {', '.join(names)}"
+    details = {k: v for k, v in call.data.items() if k != ATTR_ENTITY_ID}
+    if details:
+        text += " with " + ", ".join(f"{k}={v}" for k, v in sorted(details.items()))
+    return text
+
+
+def summarize(hass: HomeAssistant, calls: Sequence[ResolvedCall]) -> str:
+    """Describe every call of a pending action, one per line when several."""
+    lines = [describe_call(hass, call) for call in calls]
+    if len(lines) == 1:
+        return lines[0]
+    return "\n".join(f"• {line}" for line in lines)
+
+
+def _no_fault(_step: str) -> None:
+    """Do nothing; tests replace it to crash the path at a named step."""
+
+
+class ConfirmationManager:
+    """Creates, decides and executes pending actions."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        database: Database,
+        *,
+        timeout: float,
+        admins: frozenset[str],
+        policy: Policy | None,
+    ) -> None:
+        """Keep the storage and the settings."""
+        self.hass = hass
+        self.database = database
+        self.timeout = timeout
+        self.admins = admins
+        self.policy = policy
+        # A crash-injection seam: called with a step name before each step
+        # between a decision and its audit row.
+        self.fault: Callable[[str], None] = _no_fault
+
+    async def async_recover(self) -> list[PendingAction]:
+        """Settle what a crash or restart left half done."""
+        settled = await self.database.async_run(
+            lambda conn: store.recover(conn, time.time())
+        )
+        for action in settled:
+            LOGGER.warning(
+                "Action %s was %s when Home Assistant stopped; it is not run again",
+                action.id,
+                "running" if action.status == Status.EXECUTING else "pending",
+            )
+        return settled
+
+    async def async_propose(  # noqa: PLR0913 - who asked, where, and what
+        self,
+        *,
+        conversation_key: str,
+        bot_entry_id: str | None,
+        chat_id: int | None,
+        requester: str,
+        ha_user_id: str | None,
+        verdicts: Sequence[Verdict],
+    ) -> PendingAction:
+        """Store one pending action covering every proposal of a turn."""
+        calls = tuple(call for verdict in verdicts for call in verdict.calls)
+        now = time.time()
+        summary = summarize(self.hass, calls)
+        return await self.database.async_run(
+            lambda conn: store.insert_action(
+                conn,
+                token=secrets.token_hex(8),
+                conversation_key=conversation_key,
+                bot_entry_id=bot_entry_id,
+                chat_id=chat_id,
+                requester=requester,
+                ha_user_id=ha_user_id,
+                calls=calls,
+                summary=summary,
+                now=now,
+                expires_at=now + self.timeout,
+            )
+        )
+
+    async def async_attach_message(
+        self, action: PendingAction, message_id: int
+    ) -> None:
+        """Remember the Telegram message that carries the buttons."""
+        await self.database.async_run(
+            lambda conn: store.set_message_id(conn, action.id, message_id)
+        )
+
+    async def async_find(
+        self, *, token: str | None, conversation_key: str, user: str
+    ) -> PendingAction | None:
+        """Return the action a button names, or the sender's newest pending one."""
+        if token is not None:
+            return await self.database.async_run(
+                lambda conn: store.get_by_token(conn, token)
+            )
+        return await self.database.async_run(
+            lambda conn: store.newest_pending(conn, conversation_key, user)
+        )
+
+    async def async_decide(  # noqa: PLR0911 - one result per kind of answer
+        self, action: PendingAction | None, *, user: str, confirm: bool
+    ) -> DecisionResult:
+        """Confirm or cancel an action for ``user``; runs it at most once."""
+        if action is None:
+            return DecisionResult(
+                Outcome.NOT_FOUND, "Nothing is waiting for your confirmation."
+            )
+        if user != action.requester and user not in self.admins:
+            return DecisionResult(
+                Outcome.NOT_YOURS,
+                "Only the person who asked can confirm or cancel this.",
+                action,
+            )
+        if action.status != Status.PENDING:
+            return DecisionResult(Outcome.ALREADY, _already_text(action), action)
+        now = time.time()
+        if now > action.expires_at:
+            closed = await self.database.async_run(
+                lambda conn: store.close_pending(
+                    conn,
+                    action,
+                    status=Status.EXPIRED,
+                    decided_by=user,
+                    now=now,
+                    confirmation="late",
+                )
+            )
+            if not closed:
+                return await self._async_already(action)
+            return DecisionResult(
+                Outcome.EXPIRED,
+                f"This request expired, so nothing was done: {action.summary}",
+                action,
+            )
+        if not confirm:
+            closed = await self.database.async_run(
+                lambda conn: store.close_pending(
+                    conn,
+                    action,
+                    status=Status.CANCELLED,
+                    decided_by=user,
+                    now=now,
+                    confirmation="cancelled",
+                )
+            )
+            if not closed:
+                return await self._async_already(action)
+            return DecisionResult(
+                Outcome.CANCELLED, f"Cancelled: {action.summary}", action
+            )
+        return await self._async_execute(action, user, now)
+
+    async def _async_already(self, action: PendingAction) -> DecisionResult:
+        fresh = await self.database.async_run(
+            lambda conn: store.get_action(conn, action.id)
+        )
+        return DecisionResult(
+            Outcome.ALREADY, _already_text(fresh or action), fresh or action
+        )
+
+    async def _async_execute(
+        self, action: PendingAction, user: str, now: float
+    ) -> DecisionResult:
+        """Claim, run and record an action; the claim makes it run at most once."""
+        self.fault("before_claim")
+        key = uuid.uuid4().hex
+        claimed = await self.database.async_run(
+            lambda conn: store.claim(
+                conn, action, decided_by=user, now=now, idempotency_key=key
+            )
+        )
+        if not claimed:
+            return await self._async_already(action)
+        self.fault("after_claim")
+        started = time.monotonic()
+        ok = True
+        outcome = "executed"
+        try:
+            self._recheck(action.calls)
+            self.fault("before_service_call")
+            await async_run_calls(self.hass, action.calls, action.ha_user_id)
+            self.fault("after_service_call")
+        except ToolError as err:
+            ok = False
+            outcome = str(err)
+        latency_ms = (time.monotonic() - started) * 1000
+        self.fault("before_finish")
+        await self.database.async_run(
+            lambda conn: store.finish(
+                conn,
+                action,
+                ok=ok,
+                outcome=outcome,
+                now=time.time(),
+                latency_ms=latency_ms,
+            )
+        )
+        self.fault("after_finish")
+        if ok:
+            return DecisionResult(Outcome.DONE, f"Done: {action.summary}", action)
+        return DecisionResult(
+            Outcome.FAILED, f"It did not work: {action.summary}\n{outcome}", action
+        )
+
+    def _recheck(self, calls: Sequence[ResolvedCall]) -> None:
+        """Refuse calls the policy blocks now (e.g. an entity unexposed since)."""
+        for call in calls:
+            verdict = evaluate_call(
+                self.hass,
+                call.domain,
+                call.service,
+                {**call.data, ATTR_ENTITY_ID: list(call.entity_ids)},
+                policy=self.policy,
+            )
+            if verdict.decision is Decision.BLOCK:
+                msg = f"Refused now: {verdict.reason}."
+                raise ToolError(msg)
+
+    async def async_recent(self, user: str, limit: int = 10) -> list[AuditSummary]:
+        """Return the user's latest audited actions."""
+        return await self.database.async_run(
+            lambda conn: store.recent_audit(conn, user, limit)
+        )
+
+
+def _already_text(action: PendingAction) -> str:
+    texts = {
+        Status.DONE: "This was already done.",
+        Status.FAILED: "This was already tried and did not work.",
+        Status.CANCELLED: "This was cancelled.",
+        Status.EXPIRED: "This request expired, so nothing was done.",
+        Status.EXECUTING: "This is being done right now.",
+        Status.INTERRUPTED: (
+            "This was interrupted by a restart and was not run again. "
+            "Check the device and ask again if needed."
+        ),
+    }
+    return texts.get(action.status, "This was already handled.")
