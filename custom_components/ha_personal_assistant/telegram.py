@@ -414,9 +414,14 @@ class TelegramGateway:
                 incoming, "Something went wrong. /actions shows what happened."
             )
             return
-        await self._async_answer_press(incoming, result.text)
-        if result.outcome not in (Outcome.NOT_YOURS, Outcome.NOT_FOUND):
-            await self._async_show_outcome(incoming, result, incoming.message_id)
+        try:
+            self.confirmations.fault("before_answer")
+            await self._async_answer_press(incoming, result.text)
+            self.confirmations.fault("before_edit")
+            if result.outcome not in (Outcome.NOT_YOURS, Outcome.NOT_FOUND):
+                await self._async_show_outcome(incoming, result, incoming.message_id)
+        except Exception:  # noqa: BLE001 - the action is settled; only the display failed
+            LOGGER.exception("Could not show the outcome of a pending action")
 
     async def _async_answer_press(self, incoming: Incoming, text: str) -> None:
         """Answer the callback query, so the button stops spinning."""

@@ -184,6 +184,7 @@ class ConfirmationManager:
         self, *, token: str | None, conversation_key: str, user: str
     ) -> PendingAction | None:
         """Return the action a button names, or the sender's newest pending one."""
+        self.fault("before_find")
         if token is not None:
             return await self.database.async_run(
                 lambda conn: store.get_by_token(conn, token)
@@ -208,6 +209,7 @@ class ConfirmationManager:
             )
         if action.status != Status.PENDING:
             return DecisionResult(Outcome.ALREADY, _already_text(action), action)
+        self.fault("before_expiry_check")
         now = time.time()
         if now > action.expires_at:
             closed = await self.database.async_run(
@@ -271,6 +273,7 @@ class ConfirmationManager:
         ok = True
         outcome = "executed"
         try:
+            self.fault("before_recheck")
             self._recheck(action.calls)
             self.fault("before_service_call")
             await async_run_calls(self.hass, action.calls, action.ha_user_id)
