@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import urlsplit
 
 import httpx
+from homeassistant.core import callback
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphRecursionError
 from ollama import ResponseError
@@ -23,7 +26,7 @@ from .agent.prompts import (
     REPLY_UNREACHABLE,
 )
 from .const import LOGGER, RECURSION_LIMIT
-from .context import build_context
+from .context import build_context, profile_budget
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
@@ -51,6 +54,36 @@ class Speaker:
     ha_user_id: str | None
     chat_id: int | None = None
 
+    @property
+    def profile_key(self) -> str:
+        """Return whose profile this is: the mapped HA user, else the Telegram user."""
+        return f"ha:{self.ha_user_id}" if self.ha_user_id else self.person
+
+
+@dataclass(frozen=True, slots=True)
+class Interaction:
+    """A finished turn, handed to background work after the reply went out."""
+
+    conversation_key: str
+    session_id: int
+    thread_id: str
+    speaker: Speaker
+    user_text: str
+    reply: str
+    # Untrusted text entered the turn: nothing may be learned from it.
+    tainted: bool
+
+
+type AfterReply = Callable[[Interaction], Coroutine[Any, Any, None]]
+
+
+class MemorySource(Protocol):
+    """What the assistant asks of the profile store for each turn."""
+
+    async def async_context(self, person: str, text: str, max_chars: int) -> str:
+        """Return the person's profile entries relevant to ``text``."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class TurnResult:
@@ -61,6 +94,8 @@ class TurnResult:
     model_seconds: float
     # Restricted actions the model asked for, waiting for the user's confirmation.
     proposals: tuple[Verdict, ...] = ()
+    # Set when the turn finished: background work runs on it after the reply.
+    interaction: Interaction | None = None
 
 
 class ModelHealth:
@@ -124,6 +159,10 @@ class Assistant:
         self.model_slots = model_slots
         self.health = ModelHealth(ollama_url)
         self.policy = policy
+        # Profile entries for the context; set by the memory feature.
+        self.memory: MemorySource | None = None
+        # Background work started after the reply was sent (never before).
+        self.after_reply: list[AfterReply] = []
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -147,6 +186,7 @@ class Assistant:
                 ha_user_id=speaker.ha_user_id,
                 chat_id=speaker.chat_id,
                 policy=self.policy,
+                profile_key=speaker.profile_key,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
@@ -155,7 +195,10 @@ class Assistant:
             "messages": [HumanMessage(content=text, id=turn_id)],
             "turn_id": turn_id,
             "context": build_context(
-                self.hass, user_name=speaker.name, num_ctx=self.num_ctx
+                self.hass,
+                user_name=speaker.name,
+                num_ctx=self.num_ctx,
+                profile=await self._async_profile(speaker, text),
             ),
             "feedback_rounds": 0,
             "tool_rounds": 0,
@@ -182,12 +225,44 @@ class Assistant:
             self.checkpoints.async_prune(session.thread_id),
             f"prune checkpoints of {conversation_key}",
         )
+        reply = _answer(result.get("messages", []))
         return TurnResult(
-            _answer(result.get("messages", [])),
+            reply,
             ok=True,
             model_seconds=sum(runtime.model_calls),
             proposals=tuple(runtime.tools.proposals),
+            interaction=Interaction(
+                conversation_key=conversation_key,
+                session_id=session.id,
+                thread_id=session.thread_id,
+                speaker=speaker,
+                user_text=text,
+                reply=reply,
+                tainted=runtime.tools.tainted,
+            ),
         )
+
+    async def _async_profile(self, speaker: Speaker, text: str) -> str:
+        """Return the speaker's relevant profile entries, or nothing if unavailable."""
+        if self.memory is None:
+            return ""
+        try:
+            return await self.memory.async_context(
+                speaker.profile_key, text, profile_budget(self.num_ctx)
+            )
+        except sqlite3.Error as err:
+            LOGGER.warning("Could not read the profile: %s", err)
+            return ""
+
+    @callback
+    def async_after_reply(self, result: TurnResult) -> None:
+        """Start the background work of a turn; call it after the reply was sent."""
+        if result.interaction is None:
+            return
+        for hook in self.after_reply:
+            self.hass.async_create_background_task(
+                hook(result.interaction), "ha_personal_assistant after reply"
+            )
 
     def _explain(self, err: Exception) -> str:  # noqa: PLR0911 - a reply per failure
         """Turn a failure into a short reply, logging each outage once."""

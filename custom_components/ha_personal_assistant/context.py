@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 ENTITY_SHARE: Final = 0.25
 CHARS_PER_TOKEN: Final = 4
 MIN_ENTITY_CHARS: Final = 1000
+PROFILE_SHARE: Final = 0.05
+MIN_PROFILE_CHARS: Final = 400
 
 
 def entity_lines(hass: HomeAssistant, max_chars: int) -> tuple[list[str], int]:
@@ -35,8 +37,15 @@ def entity_lines(hass: HomeAssistant, max_chars: int) -> tuple[list[str], int]:
     return lines, 0
 
 
-def build_context(hass: HomeAssistant, *, user_name: str | None, num_ctx: int) -> str:
-    """Describe the moment and the house for this turn."""
+def profile_budget(num_ctx: int) -> int:
+    """Return the characters the profile may take in the context."""
+    return max(MIN_PROFILE_CHARS, int(num_ctx * PROFILE_SHARE * CHARS_PER_TOKEN))
+
+
+def build_context(
+    hass: HomeAssistant, *, user_name: str | None, num_ctx: int, profile: str = ""
+) -> str:
+    """Describe the moment, the person and the house for this turn."""
     now = dt_util.now()
     parts = [
         f"Time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {hass.config.time_zone}",
@@ -44,6 +53,9 @@ def build_context(hass: HomeAssistant, *, user_name: str | None, num_ctx: int) -
     ]
     if user_name:
         parts.append(f"User: {user_name}")
+    if profile:
+        parts.append("What you know about this user:")
+        parts.append(profile)
     max_chars = max(MIN_ENTITY_CHARS, int(num_ctx * ENTITY_SHARE * CHARS_PER_TOKEN))
     lines, left_out = entity_lines(hass, max_chars)
     if lines:

@@ -83,6 +83,45 @@ MIGRATIONS: dict[int, str] = {
         );
         CREATE INDEX action_audit_log_user ON action_audit_log (telegram_user, ts);
     """,
+    3: """
+        CREATE TABLE profile_entries (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            person TEXT NOT NULL,
+            category TEXT NOT NULL,
+            content TEXT NOT NULL,
+            confidence REAL NOT NULL,
+            source TEXT NOT NULL,
+            sensitivity TEXT NOT NULL DEFAULT 'normal',
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            reinforced_at REAL NOT NULL,
+            UNIQUE (person, content)
+        );
+        CREATE INDEX profile_entries_person ON profile_entries (person);
+        CREATE TABLE conversation_history (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL,
+            conversation_key TEXT NOT NULL,
+            person TEXT,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX conversation_history_session
+            ON conversation_history (session_id, id);
+        CREATE TABLE interaction_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            person TEXT,
+            conversation_key TEXT,
+            user_text TEXT NOT NULL,
+            reply TEXT NOT NULL,
+            tainted INTEGER NOT NULL DEFAULT 0,
+            processed INTEGER NOT NULL DEFAULT 0
+        );
+        ALTER TABLE conversation_sessions ADD COLUMN summary TEXT;
+        ALTER TABLE conversation_sessions ADD COLUMN summary_upto INTEGER;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -104,6 +143,7 @@ class Session:
     thread_id: str
     started_at: float
     is_new: bool
+    id: int = 0
 
 
 class Database:
@@ -208,7 +248,9 @@ class Database:
                     "UPDATE conversation_sessions SET last_activity = ? WHERE id = ?",
                     (now, row[0]),
                 )
-                return Session(thread_id=row[1], started_at=row[2], is_new=False)
+                return Session(
+                    thread_id=row[1], started_at=row[2], is_new=False, id=row[0]
+                )
             return self._start_session(conn, key, now)
 
         return await self._executor.run(self._run, _current)
@@ -227,13 +269,15 @@ class Database:
             (now, key),
         )
         thread_id = f"{key}:{uuid.uuid4().hex}"
-        conn.execute(
+        cur = conn.execute(
             "INSERT INTO conversation_sessions"
             " (conversation_key, thread_id, started_at, last_activity)"
             " VALUES (?, ?, ?, ?)",
             (key, thread_id, now, now),
         )
-        return Session(thread_id=thread_id, started_at=now, is_new=True)
+        return Session(
+            thread_id=thread_id, started_at=now, is_new=True, id=int(cur.lastrowid or 0)
+        )
 
     async def async_mark_seen(self, key: str, message_id: int, now: float) -> bool:
         """Record a Telegram message; False when it was seen before (edit or replay)."""

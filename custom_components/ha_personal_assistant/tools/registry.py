@@ -32,6 +32,8 @@ class ToolContext:
     person: str
     ha_user_id: str | None = None
     chat_id: int | None = None
+    # Whose profile remember/forget act on (the mapped HA user, else Telegram).
+    profile_key: str | None = None
     # The permission policy from the entry's options (None: the defaults).
     policy: Policy | None = None
     # Set once untrusted text entered the turn (the taint rule reads it).
