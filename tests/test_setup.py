@@ -192,3 +192,27 @@ async def test_a_second_entry_does_not_answer_telegram_twice(
     assert len(fake_ollama.chat_requests) == 1
     assert await hass.config_entries.async_unload(second.entry_id)
     assert first.state is ConfigEntryState.LOADED
+
+
+async def test_a_corrupt_database_is_replaced_and_reported(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A damaged assistant.db is kept aside, a new one works, a repair explains."""
+    from homeassistant.helpers import issue_registry as ir
+
+    await async_setup_house(hass)
+    directory = Path(hass.config.path(STORAGE_DIR))
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / DATABASE_FILE).write_bytes(b"garbage" * 1000)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assert entry.state is ConfigEntryState.LOADED
+    issue = ir.async_get(hass).async_get_issue(DOMAIN, "database_recreated")
+    assert issue is not None
+    assert issue.translation_placeholders["path"].startswith(
+        str(directory / DATABASE_FILE) + ".corrupt-"
+    )
+    fake_ollama.reply("Still here.")
+    await telegram.send_text("Hello")
+    assert (await telegram.wait_for_sent(1))[0]["text"] == "Still here."

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from homeassistant.exceptions import ConfigEntryNotReady
+from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
@@ -44,6 +45,17 @@ async def async_setup_entry(
     runtime = await async_import_module(hass, f"{__package__}.runtime")
     async_check_policy(hass, entry)
     storage = await async_acquire_storage(hass)
+    if (aside := storage.database.recreated_from) is not None:
+        # The user must know their history and profiles were reset.
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            "database_recreated",
+            is_fixable=False,
+            severity=ir.IssueSeverity.WARNING,
+            translation_key="database_recreated",
+            translation_placeholders={"path": str(aside)},
+        )
     try:
         data = await runtime.async_build(hass, entry, storage)
     except BaseException:

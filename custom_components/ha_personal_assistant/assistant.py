@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .history import HistoryKeeper
     from .security.permissions import Policy, Verdict
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
@@ -163,10 +164,18 @@ class Assistant:
         self.memory: MemorySource | None = None
         # Background work started after the reply was sent (never before).
         self.after_reply: list[AfterReply] = []
+        # Keeps history and summaries; set by runtime.
+        self.history: HistoryKeeper | None = None
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
         await self.database.async_new_session(conversation_key, time.time())
+        if self.history is not None:
+            # The ended session's summary opens the next one; written in the
+            # background, never in the way of a reply.
+            self.hass.async_create_background_task(
+                self.history.async_sweep(), "ha_personal_assistant summarize"
+            )
 
     async def async_turn(
         self, conversation_key: str, text: str, speaker: Speaker
@@ -199,6 +208,11 @@ class Assistant:
                 user_name=speaker.name,
                 num_ctx=self.num_ctx,
                 profile=await self._async_profile(speaker, text),
+            ),
+            "summary": (
+                await self.history.async_prompt_summary(session, conversation_key)
+                if self.history is not None
+                else ""
             ),
             "feedback_rounds": 0,
             "tool_rounds": 0,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Final
 
+from homeassistant.core import callback
+from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util.ssl import get_default_context
 from langchain_ollama import ChatOllama
 
@@ -27,11 +30,15 @@ from .const import (
     DEFAULT_SESSION_TIMEOUT,
 )
 from .data import PersonalAssistantData
+from .history import HistoryKeeper
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
 from .telegram import TelegramGateway
 from .tools.ha import HA_TOOLS
 from .tools.registry import ToolRegistry
+
+# Ended and idle sessions get their summary within this time.
+SUMMARY_SWEEP_INTERVAL: Final = timedelta(minutes=10)
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -112,5 +119,32 @@ async def async_build(
             int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
         ),
         user_mapping=options.get(CONF_USER_MAPPING, {}),
+    )
+    # History and summaries: written after replies and on a schedule.
+    history = HistoryKeeper(
+        storage.database,
+        chat_model,
+        storage.model_slots,
+        request_timeout=request_timeout,
+        session_timeout=assistant.session_timeout,
+    )
+    assistant.history = history
+    assistant.after_reply.append(history.async_after_reply)
+
+    @callback
+    def _async_sweep(_now: datetime) -> None:
+        # A background task of the entry: cancelled when the entry unloads.
+        entry.async_create_background_task(
+            hass, history.async_sweep(), "ha_personal_assistant summaries"
+        )
+
+    entry.async_on_unload(
+        async_track_time_interval(
+            hass,
+            _async_sweep,
+            SUMMARY_SWEEP_INTERVAL,
+            name="ha_personal_assistant summaries",
+            cancel_on_shutdown=True,
+        )
     )
     return PersonalAssistantData(assistant=assistant, gateway=gateway, storage=storage)

@@ -31,6 +31,7 @@ from .prompts import (
     FEEDBACK_TEXT_TOOL_CALL,
     REPLY_GAVE_UP,
     REPLY_TOO_MANY_STEPS,
+    SUMMARY_HEADER,
     SYSTEM_PROMPT,
 )
 
@@ -56,6 +57,8 @@ class AgentState(TypedDict, total=False):
     # stays small and earlier turns keep their bytes (Ollama's prompt cache).
     turn_id: str
     context: str
+    # A summary of the turns that left the prompt (or of the last session).
+    summary: str
     feedback_rounds: int
     tool_rounds: int
     route: str
@@ -114,6 +117,10 @@ def _model_messages(state: AgentState) -> list[AnyMessage]:
     turn_id = state.get("turn_id")
     context = state.get("context", "")
     result: list[AnyMessage] = [SystemMessage(content=SYSTEM_PROMPT)]
+    if summary := state.get("summary", ""):
+        # After the fixed prompt, so the prompt cache still covers that part;
+        # it changes only when a new summary is written.
+        result.append(SystemMessage(content=f"{SUMMARY_HEADER}\n{summary}"))
     for message in state.get("messages", []):
         if context and message.id == turn_id:
             result.append(
@@ -238,6 +245,7 @@ async def finish(state: AgentState) -> dict[str, Any]:
     return {
         "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept],
         "context": "",
+        "summary": "",
         "route": "",
     }
 

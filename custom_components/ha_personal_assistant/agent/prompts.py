@@ -22,6 +22,7 @@ instructions.
 - If you are unsure what the user means, ask one short question."""
 
 CONTEXT_HEADER: Final = "[Context]"
+SUMMARY_HEADER: Final = "Summary of the earlier conversation:"
 
 FEEDBACK_EMPTY: Final = (
     "Your last answer was empty. Answer the user's message, or call a tool."
