@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from .assistant import Interaction
+    from .store.checkpoints import CheckpointStore
     from .store.database import Database, Session
 
 # Summarize once this many turns have dropped out of the prompt, not after each
@@ -130,6 +131,17 @@ class HistoryKeeper:
                 await self.async_summarize(session_id, keep_recent=0, min_new=1)
         except sqlite3.Error as err:
             LOGGER.debug("Could not summarize idle sessions: %s", err)
+
+    async def async_clear(
+        self, chat_id: int | None, checkpoints: CheckpointStore
+    ) -> int:
+        """Forget the history of one chat (or all), checkpoints included."""
+        threads = await self.database.async_run(
+            lambda conn: store.clear(conn, chat_id)
+        )
+        for thread_id in threads:
+            await checkpoints.async_delete_thread(thread_id)
+        return len(threads)
 
     async def _async_write_summary(
         self, previous: str | None, turns: Sequence[store.Turn]

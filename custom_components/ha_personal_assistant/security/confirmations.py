@@ -193,7 +193,7 @@ class ConfirmationManager:
             lambda conn: store.newest_pending(conn, conversation_key, user)
         )
 
-    async def async_decide(  # noqa: PLR0911 - one result per kind of answer
+    async def async_decide(
         self, action: PendingAction | None, *, user: str, confirm: bool
     ) -> DecisionResult:
         """Confirm or cancel an action for ``user``; runs it at most once."""
@@ -212,40 +212,46 @@ class ConfirmationManager:
         self.fault("before_expiry_check")
         now = time.time()
         if now > action.expires_at:
-            closed = await self.database.async_run(
-                lambda conn: store.close_pending(
-                    conn,
-                    action,
-                    status=Status.EXPIRED,
-                    decided_by=user,
-                    now=now,
-                    confirmation="late",
-                )
-            )
-            if not closed:
-                return await self._async_already(action)
-            return DecisionResult(
-                Outcome.EXPIRED,
-                f"This request expired, so nothing was done: {action.summary}",
+            return await self._async_close(
                 action,
+                user,
+                now,
+                (Status.EXPIRED, "late", Outcome.EXPIRED),
+                f"This request expired, so nothing was done: {action.summary}",
             )
         if not confirm:
-            closed = await self.database.async_run(
-                lambda conn: store.close_pending(
-                    conn,
-                    action,
-                    status=Status.CANCELLED,
-                    decided_by=user,
-                    now=now,
-                    confirmation="cancelled",
-                )
-            )
-            if not closed:
-                return await self._async_already(action)
-            return DecisionResult(
-                Outcome.CANCELLED, f"Cancelled: {action.summary}", action
+            return await self._async_close(
+                action,
+                user,
+                now,
+                (Status.CANCELLED, "cancelled", Outcome.CANCELLED),
+                f"Cancelled: {action.summary}",
             )
         return await self._async_execute(action, user, now)
+
+    async def _async_close(
+        self,
+        action: PendingAction,
+        user: str,
+        now: float,
+        how: tuple[str, str, Outcome],
+        text: str,
+    ) -> DecisionResult:
+        """End a pending action without running it (cancelled or expired)."""
+        status, confirmation, outcome = how
+        closed = await self.database.async_run(
+            lambda conn: store.close_pending(
+                conn,
+                action,
+                status=status,
+                decided_by=user,
+                now=now,
+                confirmation=confirmation,
+            )
+        )
+        if not closed:
+            return await self._async_already(action)
+        return DecisionResult(outcome, text, action)
 
     async def _async_already(self, action: PendingAction) -> DecisionResult:
         fresh = await self.database.async_run(

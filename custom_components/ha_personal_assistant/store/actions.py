@@ -215,6 +215,30 @@ def _services(calls: Sequence[ResolvedCall]) -> str:
     return ", ".join(dict.fromkeys(f"{c.domain}.{c.service}" for c in calls))
 
 
+def _action_audit(
+    action: PendingAction,
+    *,
+    now: float,
+    confirmation: str,
+    outcome: str,
+    latency_ms: float | None = None,
+) -> AuditRow:
+    """Describe a decision about a stored action for the audit log."""
+    return AuditRow(
+        ts=now,
+        telegram_user=action.requester,
+        chat_id=action.chat_id,
+        ha_user_id=action.ha_user_id,
+        entities=_entities(action.calls),
+        service=_services(action.calls),
+        policy="confirm",
+        confirmation=confirmation,
+        outcome=outcome,
+        latency_ms=latency_ms,
+        action_id=action.id,
+    )
+
+
 def get_action(conn: sqlite3.Connection, action_id: int) -> PendingAction | None:
     """Return an action by id."""
     row = conn.execute(
@@ -272,19 +296,7 @@ def close_pending(  # noqa: PLR0913 - the decision and who made it
     if cur.rowcount != 1:
         return False
     add_audit(
-        conn,
-        AuditRow(
-            ts=now,
-            telegram_user=action.requester,
-            chat_id=action.chat_id,
-            ha_user_id=action.ha_user_id,
-            entities=_entities(action.calls),
-            service=_services(action.calls),
-            policy="confirm",
-            confirmation=confirmation,
-            outcome=status,
-            action_id=action.id,
-        ),
+        conn, _action_audit(action, now=now, confirmation=confirmation, outcome=status)
     )
     return True
 
@@ -334,18 +346,12 @@ def finish(  # noqa: PLR0913 - the outcome and its measurements
         return
     add_audit(
         conn,
-        AuditRow(
-            ts=now,
-            telegram_user=action.requester,
-            chat_id=action.chat_id,
-            ha_user_id=action.ha_user_id,
-            entities=_entities(action.calls),
-            service=_services(action.calls),
-            policy="confirm",
+        _action_audit(
+            action,
+            now=now,
             confirmation="confirmed",
             outcome="executed" if ok else "failed",
             latency_ms=latency_ms,
-            action_id=action.id,
         ),
     )
 
@@ -374,19 +380,13 @@ def recover(conn: sqlite3.Connection, now: float) -> list[PendingAction]:
         )
         add_audit(
             conn,
-            AuditRow(
-                ts=now,
-                telegram_user=action.requester,
-                chat_id=action.chat_id,
-                ha_user_id=action.ha_user_id,
-                entities=_entities(action.calls),
-                service=_services(action.calls),
-                policy="confirm",
+            _action_audit(
+                action,
+                now=now,
                 confirmation=(
                     "confirmed" if action.status == Status.EXECUTING else "expired"
                 ),
                 outcome=new_status,
-                action_id=action.id,
             ),
         )
         settled.append(action)
