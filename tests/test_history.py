@@ -1,9 +1,8 @@
-"""Conversations are kept, and what leaves the prompt is summarized in the background."""
+"""Conversations are kept; what leaves the prompt is summarized in the background."""
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 from custom_components.ha_personal_assistant.agent.prompts import SUMMARY_HEADER
@@ -16,8 +15,9 @@ from custom_components.ha_personal_assistant.history import (
 from .common import async_setup_assistant, async_setup_house, last_user_content
 
 if TYPE_CHECKING:
-    from homeassistant.core import Event, HomeAssistant
-    from pytest_homeassistant_custom_component.common import MockConfigEntry
+    import sqlite3
+
+    from homeassistant.core import HomeAssistant
 
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
@@ -48,12 +48,13 @@ async def _talk(telegram: TelegramHarness, start: int, count: int) -> None:
         await telegram.wait_for_sent(before + 1)
 
 
-async def _wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    for _ in range(int(timeout / 0.02)):
+async def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.02)):
         if predicate():
             return
         await asyncio.sleep(0.02)
-    raise AssertionError("condition not met in time")
+    msg = "condition not met in time"
+    raise AssertionError(msg)
 
 
 async def test_a_long_conversation_is_summarized_after_the_reply(
@@ -64,9 +65,7 @@ async def test_a_long_conversation_is_summarized_after_the_reply(
     await async_setup_assistant(hass, fake_ollama)
     log: list[str] = []
     _script(fake_ollama, log)
-    hass.bus.async_listen(
-        "telegram_sent", lambda _event: log.append("reply sent")
-    )
+    hass.bus.async_listen("telegram_sent", lambda _event: log.append("reply sent"))
     turns = KEPT_TURNS + SUMMARY_BATCH
     await _talk(telegram, 0, turns)
     await _wait_for(lambda: "summary call" in log)
@@ -153,7 +152,41 @@ async def test_a_failing_summary_changes_nothing_for_the_user(
     await _talk(telegram, 0, KEPT_TURNS + SUMMARY_BATCH + 1)
     await _wait_for(lambda: "summary call" in log)
     request = [r for r in fake_ollama.chat_requests if not _is_summary_request(r)][-1]
-    assert not any(
-        m["content"].startswith(SUMMARY_HEADER) for m in request["messages"]
-    )
+    assert not any(m["content"].startswith(SUMMARY_HEADER) for m in request["messages"])
 
+
+async def test_clear_history_forgets_one_chat(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """clear_history with a chat id forgets that chat only, state included."""
+    from .telegram_harness import ALICE_ID, BOB_ID
+
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    _script(fake_ollama, [])
+    await _talk(telegram, 0, 2)
+    await telegram.send_text("bob question", chat_id=BOB_ID, user_id=BOB_ID)
+    await telegram.wait_for_sent(1, chat_id=BOB_ID)
+    await asyncio.sleep(0.2)
+    response = await hass.services.async_call(
+        "ha_personal_assistant",
+        "clear_history",
+        {"chat_id": ALICE_ID},
+        blocking=True,
+        return_response=True,
+    )
+    assert response == {"sessions": 1}
+    database = entry.runtime_data.assistant.database
+
+    def users(conn: sqlite3.Connection) -> list[str]:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT content FROM conversation_history WHERE role = 'user'"
+            )
+        ]
+
+    assert await database.async_run(users) == ["bob question"]
+    await _talk(telegram, 2, 1)
+    contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
+    assert not any(c.startswith(("question 0", "question 1")) for c in contents)

@@ -204,8 +204,12 @@ async def test_a_corrupt_database_is_replaced_and_reported(
 
     await async_setup_house(hass)
     directory = Path(hass.config.path(STORAGE_DIR))
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / DATABASE_FILE).write_bytes(b"garbage" * 1000)
+
+    def damage() -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / DATABASE_FILE).write_bytes(b"garbage" * 1000)
+
+    await hass.async_add_executor_job(damage)
     entry = await async_setup_assistant(hass, fake_ollama)
     assert entry.state is ConfigEntryState.LOADED
     issue = ir.async_get(hass).async_get_issue(DOMAIN, "database_recreated")

@@ -70,6 +70,8 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
         "get_state",
         "list_entities",
         "call_service",
+        "remember",
+        "forget",
     ]
     user = last_user_content(request)
     assert user.startswith("Hi, how is the house?")

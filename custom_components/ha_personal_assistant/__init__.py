@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from homeassistant.exceptions import ConfigEntryNotReady
+from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
@@ -12,12 +13,22 @@ from homeassistant.helpers.importlib import async_import_module
 from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
+from .services import async_setup_services
 from .store.shared import async_acquire_storage, async_release_storage
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
+    from homeassistant.helpers.typing import ConfigType
 
     from .data import PersonalAssistantConfigEntry
+
+CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
+
+
+async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:  # noqa: ARG001
+    """Register the services once; they act on whichever entry is loaded."""
+    async_setup_services(hass)
+    return True
 
 
 async def async_setup_entry(

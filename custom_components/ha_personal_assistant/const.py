@@ -65,3 +65,20 @@ CONF_CONFIRM_SERVICES: Final = "confirm_services"
 CONF_BLOCKED_SERVICES: Final = "blocked_services"
 CONF_ALLOWED_SCRIPTS: Final = "allowed_scripts"
 CONF_ADMIN_USER_IDS: Final = "admin_user_ids"
+
+# Profile memory and background learning (memory/).
+MAX_FACT_CHARS: Final = 300
+# Learning waits until the chats have been quiet this long, so the user's next
+# message gets the model first, and then asks it at most once per interval.
+LEARNING_QUIET_SECONDS: Final = 60.0
+LEARNING_INTERVAL_SECONDS: Final = 120.0
+LEARNING_QUEUE_SIZE: Final = 50
+LEARNING_BATCH: Final = 5
+# What background learning may claim: a guess, never as sure as being told.
+LEARNED_MAX_CONFIDENCE: Final = 0.6
+# Unreinforced inferred entries fade: 3 % a day, gone below the floor
+# (an entry learned at 0.6 lasts about five weeks without reinforcement).
+PROFILE_DECAY_PER_DAY: Final = 0.97
+PROFILE_CONFIDENCE_FLOOR: Final = 0.2
+PROFILE_DECAY_INTERVAL_HOURS: Final = 6
+INTERACTION_RETENTION_DAYS: Final = 30

@@ -136,9 +136,7 @@ class HistoryKeeper:
         self, chat_id: int | None, checkpoints: CheckpointStore
     ) -> int:
         """Forget the history of one chat (or all), checkpoints included."""
-        threads = await self.database.async_run(
-            lambda conn: store.clear(conn, chat_id)
-        )
+        threads = await self.database.async_run(lambda conn: store.clear(conn, chat_id))
         for thread_id in threads:
             await checkpoints.async_delete_thread(thread_id)
         return len(threads)

@@ -31,10 +31,13 @@ from .const import (
 )
 from .data import PersonalAssistantData
 from .history import HistoryKeeper
+from .memory.learner import Learner
+from .memory.profile import ProfileMemory
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
 from .telegram import TelegramGateway
 from .tools.ha import HA_TOOLS
+from .tools.memory import memory_tools
 from .tools.registry import ToolRegistry
 
 # Ended and idle sessions get their summary within this time.
@@ -78,7 +81,10 @@ async def async_build(
         keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
         timeout=request_timeout,
     )
-    registry = ToolRegistry(HA_TOOLS)
+    # Profiles live in the shared database; remember and forget come after the
+    # HA tools, always in the same order (the prompt prefix must not change).
+    memory = ProfileMemory(storage.database)
+    registry = ToolRegistry([*HA_TOOLS, *memory_tools(memory)])
     policy = Policy.from_options(options)
     assistant = Assistant(
         hass,
@@ -147,4 +153,16 @@ async def async_build(
             cancel_on_shutdown=True,
         )
     )
+    # Profile memory: read into each turn's context; learned from after replies.
+    assistant.memory = memory
+    learner = Learner(
+        hass,
+        entry,
+        memory,
+        chat_model,
+        storage.model_slots,
+        request_timeout=request_timeout,
+    )
+    assistant.after_reply.append(learner.async_after_reply)
+    entry.async_on_unload(learner.async_start())
     return PersonalAssistantData(assistant=assistant, gateway=gateway, storage=storage)

@@ -24,6 +24,7 @@ from .agent.prompts import (
 )
 from .assistant import Speaker
 from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .memory.profile import async_memory_command
 from .security.confirmations import ConfirmationManager, DecisionResult, Outcome
 from .store.shared import async_claim_telegram, async_release_telegram
 
@@ -513,6 +514,16 @@ class TelegramGateway:
             reply = await self._async_decide_command(incoming, command)
         elif command == "/actions":
             reply = await self._async_recent_actions(incoming)
+        elif command in ("/memory", "/forget"):
+            # The sender's own profile only, answered without the model.
+            profile_key = Speaker(
+                person=_person(incoming),
+                name=incoming.first_name,
+                ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            ).profile_key
+            reply = await async_memory_command(
+                self.assistant.memory, profile_key, command, incoming.text
+            )
         else:
             reply = REPLY_UNKNOWN_COMMAND.format(command=command)
         await self._async_send(incoming, reply)

@@ -66,6 +66,7 @@ I'm your home assistant. Write to me in your own words, for example:
 • "Is the front door locked?"
 • "Turn on the kitchen lights"
 • "Which lights are on?"
+• "Remember that I like the bedroom at 19 degrees"
 
 I can see and control only the devices exposed to Assist in Home Assistant \
 (Settings → Voice assistants → Expose). Unlocking doors, alarms and opening \
@@ -75,6 +76,8 @@ Commands:
 /new - start a fresh conversation
 /confirm, /cancel - decide your newest pending action
 /actions - your recent actions
+/memory - what I know about you
+/forget <thing> - make me forget it
 /help - this message"""
 
 REPLY_NEW_SESSION: Final = "Started a new conversation. What can I do for you?"

@@ -144,3 +144,14 @@ def clear(conn: sqlite3.Connection, chat_id: int | None) -> list[str]:
             "DELETE FROM conversation_sessions WHERE conversation_key = ?", (key,)
         )
     return threads
+
+
+def clear_interactions(conn: sqlite3.Connection, chat_id: int | None) -> None:
+    """Forget the logged interactions of one chat (or all) for learning."""
+    if chat_id is None:
+        conn.execute("DELETE FROM interaction_log")
+    else:
+        conn.execute(
+            "DELETE FROM interaction_log WHERE conversation_key LIKE ?",
+            (f"%:{chat_id}",),
+        )

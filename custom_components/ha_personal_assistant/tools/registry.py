@@ -56,6 +56,8 @@ class ToolSpec:
     handler: ToolHandler
     changes_state: bool = False
     untrusted_output: bool = False
+    # Writes the person's profile: refused once untrusted text entered the turn.
+    writes_memory: bool = False
 
     def schema(self) -> dict[str, Any]:
         """Return the tool in the function-calling format Ollama expects."""
@@ -151,6 +153,15 @@ class ToolRegistry:
             )
         start = time.monotonic()
         try:
+            if tool.writes_memory and ctx.tainted:
+                # The taint rule, here rather than in each tool: text from the
+                # web or a document must never end up in someone's profile.
+                msg = (
+                    "Refused: this turn read untrusted text (web or documents), "
+                    "so nothing may be remembered or forgotten now. Ask the user "
+                    "to say it again in a new message."
+                )
+                raise ToolError(msg)  # noqa: TRY301 - refused like a tool refuses
             result = await tool.handler(ctx, parsed)
         except ToolError as err:
             outcome = ToolOutcome(f"Error: {err}", ok=False)

@@ -1,0 +1,1 @@
+"""What the assistant knows about each person: the profile and how it learns."""

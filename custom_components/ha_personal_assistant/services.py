@@ -1,0 +1,124 @@
+"""Services of the integration: clear and export what it knows about people."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.core import ServiceCall, ServiceResponse, SupportsResponse, callback
+from homeassistant.exceptions import ServiceValidationError
+from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers.service import async_register_admin_service
+
+from .const import DOMAIN
+from .memory.profile import ProfileMemory
+from .store.history import clear_interactions
+
+if TYPE_CHECKING:
+    # At run time HA aliases voluptuous to probatio, whose types its service
+    # helpers expect; the voluptuous stubs would not match them.
+    import probatio as vol
+    from homeassistant.core import HomeAssistant
+
+    from .data import PersonalAssistantConfigEntry
+else:
+    import voluptuous as vol
+
+SERVICE_CLEAR_HISTORY: Final = "clear_history"
+SERVICE_CLEAR_PROFILE: Final = "clear_profile"
+SERVICE_EXPORT_PROFILE: Final = "export_profile"
+ATTR_PERSON: Final = "person"
+ATTR_CHAT_ID: Final = "chat_id"
+# A profile key: the mapped HA user, or the Telegram user (see Speaker).
+PROFILE_KEY: Final = re.compile(r"^(?:telegram:-?\d+|ha:[0-9A-Za-z_-]+)$")
+
+CLEAR_HISTORY_SCHEMA: Final = vol.Schema({vol.Optional(ATTR_CHAT_ID): vol.Coerce(int)})
+CLEAR_PROFILE_SCHEMA: Final = vol.Schema({vol.Optional(ATTR_PERSON): cv.string})
+EXPORT_PROFILE_SCHEMA: Final = vol.Schema({vol.Required(ATTR_PERSON): cv.string})
+
+
+def _profile_key(value: Any) -> str:
+    """Return a valid profile key, or raise a translated error."""
+    person = str(value).strip()
+    if not PROFILE_KEY.match(person):
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="invalid_person",
+            translation_placeholders={"person": person},
+        )
+    return person
+
+
+def _memory(hass: HomeAssistant) -> ProfileMemory:
+    """Return the profile store of a loaded entry (all share one database)."""
+    loaded: list[PersonalAssistantConfigEntry] = (
+        hass.config_entries.async_loaded_entries(DOMAIN)
+    )
+    for entry in loaded:
+        memory = entry.runtime_data.assistant.memory
+        if isinstance(memory, ProfileMemory):
+            return memory
+    raise ServiceValidationError(
+        translation_domain=DOMAIN, translation_key="not_loaded"
+    )
+
+
+async def _async_clear_history(call: ServiceCall) -> ServiceResponse:
+    """Forget the conversations of one chat, or of every chat."""
+    chat_id: int | None = call.data.get(ATTR_CHAT_ID)
+    for entry in call.hass.config_entries.async_loaded_entries(DOMAIN):
+        data = entry.runtime_data
+        history = data.assistant.history
+        if history is None:
+            continue
+        # One database for every entry: clearing through one clears all.
+        sessions = await history.async_clear(chat_id, data.storage.checkpoints)
+        await data.assistant.database.async_run(
+            lambda conn: clear_interactions(conn, chat_id)
+        )
+        return {"sessions": sessions}
+    raise ServiceValidationError(
+        translation_domain=DOMAIN, translation_key="not_loaded"
+    )
+
+
+async def _async_clear_profile(call: ServiceCall) -> ServiceResponse:
+    """Forget one person's profile, or everyone's."""
+    person = _profile_key(call.data[ATTR_PERSON]) if ATTR_PERSON in call.data else None
+    removed = await _memory(call.hass).async_clear(person)
+    return {"removed": removed}
+
+
+async def _async_export_profile(call: ServiceCall) -> ServiceResponse:
+    """Return everything known about one person."""
+    person = _profile_key(call.data[ATTR_PERSON])
+    return await _memory(call.hass).async_export(person)
+
+
+@callback
+def async_setup_services(hass: HomeAssistant) -> None:
+    """Register the services; admins only, profiles are personal."""
+    async_register_admin_service(
+        hass,
+        DOMAIN,
+        SERVICE_CLEAR_HISTORY,
+        _async_clear_history,
+        CLEAR_HISTORY_SCHEMA,
+        SupportsResponse.OPTIONAL,
+    )
+    async_register_admin_service(
+        hass,
+        DOMAIN,
+        SERVICE_CLEAR_PROFILE,
+        _async_clear_profile,
+        CLEAR_PROFILE_SCHEMA,
+        SupportsResponse.OPTIONAL,
+    )
+    async_register_admin_service(
+        hass,
+        DOMAIN,
+        SERVICE_EXPORT_PROFILE,
+        _async_export_profile,
+        EXPORT_PROFILE_SCHEMA,
+        SupportsResponse.ONLY,
+    )

@@ -1,0 +1,90 @@
+"""The remember and forget tools: the person's profile, written on their word."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from ..memory.profile import MemoryRefusedError
+from ..memory.store import SaveOutcome
+from .registry import ToolContext, ToolError, ToolSpec
+
+if TYPE_CHECKING:
+    from ..memory.profile import ProfileMemory
+
+
+class RememberArgs(BaseModel):
+    """Arguments of remember."""
+
+    fact: str = Field(
+        description=(
+            "One short sentence about the user, e.g. 'Likes the bedroom at 19 degrees'"
+        )
+    )
+    category: str | None = Field(
+        default=None, description="preference, habit, pattern or fact"
+    )
+
+
+class ForgetArgs(BaseModel):
+    """Arguments of forget."""
+
+    fact: str = Field(description="What to forget, in the user's words")
+
+
+def _person(ctx: ToolContext) -> str:
+    return ctx.profile_key or ctx.person
+
+
+def memory_tools(memory: ProfileMemory) -> tuple[ToolSpec, ...]:
+    """Return remember and forget, bound to the profile store, in a fixed order."""
+
+    async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
+        """Save what the user asked to be remembered."""
+        try:
+            result = await memory.async_remember(_person(ctx), args.fact, args.category)
+        except MemoryRefusedError as err:
+            msg = f"Refused: {err}."
+            raise ToolError(msg) from err
+        if result.entry is None:
+            msg = "the profile is full; the user can remove entries with /forget"
+            raise ToolError(msg)
+        return {
+            "result": {
+                SaveOutcome.ADDED: "remembered",
+                SaveOutcome.REINFORCED: "already_known",
+                SaveOutcome.UPDATED: "updated",
+            }.get(result.outcome, "remembered"),
+            "fact": result.entry.content,
+        }
+
+    async def forget(ctx: ToolContext, args: ForgetArgs) -> dict[str, Any]:
+        """Remove the entries closest to what the user named."""
+        removed = await memory.async_forget(_person(ctx), args.fact)
+        if not removed:
+            return {
+                "result": "nothing_found",
+                "note": "Nothing remembered about the user matches; nothing changed.",
+            }
+        return {"result": "forgotten", "removed": [entry.content for entry in removed]}
+
+    return (
+        ToolSpec(
+            name="remember",
+            description=(
+                "Remember a lasting fact about the user (a preference, habit or "
+                "personal fact) when they ask you to remember it."
+            ),
+            args_schema=RememberArgs,
+            handler=remember,
+            writes_memory=True,
+        ),
+        ToolSpec(
+            name="forget",
+            description="Forget what you remembered about the user that matches.",
+            args_schema=ForgetArgs,
+            handler=forget,
+            writes_memory=True,
+        ),
+    )
