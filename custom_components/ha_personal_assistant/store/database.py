@@ -176,10 +176,13 @@ class Database:
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn: sqlite3.Connection | None = None
         try:
             conn = self._connect()
             self._migrate(conn)
         except sqlite3.DatabaseError as err:
+            if conn is not None:
+                conn.close()
             if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
                 raise
             # A file that is not a database cannot be repaired here; keep it for
