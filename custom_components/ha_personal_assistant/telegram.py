@@ -353,10 +353,10 @@ class TelegramGateway:
             typing.cancel()
         await self._async_send(incoming, result.reply)
         self.last_latency = time.monotonic() - started
-        # Only now: summaries and learning must never delay the reply.
-        self.assistant.async_after_reply(result)
         if result.proposals:
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        # Only now: summaries and learning must never delay the reply.
+        self.assistant.async_after_reply(result)
 
     async def _async_request_confirmation(
         self,
