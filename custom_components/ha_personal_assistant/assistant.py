@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
-from urllib.parse import urlsplit
 
 import httpx
 from homeassistant.core import callback
@@ -27,6 +26,7 @@ from .agent.prompts import (
 )
 from .const import LOGGER, RECURSION_LIMIT
 from .context import build_context, profile_budget
+from .ollama_api import url_without_credentials
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
@@ -104,11 +104,8 @@ class ModelHealth:
 
     def __init__(self, url: str) -> None:
         """Start out assuming the model is available (setup probed it)."""
-        parts = urlsplit(url)
-        # Only scheme, host and port: a URL may carry credentials.
-        self._where = f"{parts.scheme}://{parts.hostname}:{parts.port or ''}".rstrip(
-            ":"
-        )
+        # A URL may carry credentials; logs never do.
+        self._where = url_without_credentials(url)
         self.available = True
         self.last_error: str | None = None
 

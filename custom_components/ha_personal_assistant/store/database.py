@@ -256,13 +256,11 @@ class Database:
                 )
             return self._start_session(conn, key, now)
 
-        return await self._executor.run(self._run, _current)
+        return await self.async_run(_current)
 
     async def async_new_session(self, key: str, now: float) -> Session:
         """End the chat's open session and start a new one."""
-        return await self._executor.run(
-            self._run, lambda conn: self._start_session(conn, key, now)
-        )
+        return await self.async_run(lambda conn: self._start_session(conn, key, now))
 
     @staticmethod
     def _start_session(conn: sqlite3.Connection, key: str, now: float) -> Session:
@@ -293,12 +291,11 @@ class Database:
             )
             return cur.rowcount == 1
 
-        return await self._executor.run(self._run, _mark)
+        return await self.async_run(_mark)
 
     async def async_prune(self, seen_before: float) -> None:
         """Forget seen-message ids older than ``seen_before``."""
-        await self._executor.run(
-            self._run,
+        await self.async_run(
             lambda conn: conn.execute(
                 "DELETE FROM telegram_messages_seen WHERE seen_at < ?", (seen_before,)
             ),
@@ -308,8 +305,7 @@ class Database:
         self, tool: str, person: str | None, duration_ms: float, outcome: str
     ) -> None:
         """Append one row to ``tool_call_log``; arguments are never stored."""
-        await self._executor.run(
-            self._run,
+        await self.async_run(
             lambda conn: conn.execute(
                 "INSERT INTO tool_call_log (ts, tool, person, duration_ms, outcome)"
                 " VALUES (?, ?, ?, ?, ?)",

@@ -269,7 +269,6 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
         await _audit(ctx, verdict, name, "failed")
         raise
     await _audit(ctx, verdict, name, "executed")
-    ctx.executed.append(name)
     return {
         "result": "done",
         "service": name,

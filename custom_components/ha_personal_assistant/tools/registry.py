@@ -38,7 +38,6 @@ class ToolContext:
     policy: Policy | None = None
     # Set once untrusted text entered the turn (the taint rule reads it).
     tainted: bool = False
-    executed: list[str] = field(default_factory=list)
     # Actions that wait for the user's confirmation, sent after the turn.
     proposals: list[Verdict] = field(default_factory=list)
 
