@@ -122,6 +122,19 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE conversation_sessions ADD COLUMN summary TEXT;
         ALTER TABLE conversation_sessions ADD COLUMN summary_upto INTEGER;
     """,
+    4: """
+        CREATE TABLE search_audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            person TEXT,
+            chat_id INTEGER,
+            query TEXT NOT NULL,
+            categories TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            results INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX search_audit_log_person ON search_audit_log (person, ts);
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
