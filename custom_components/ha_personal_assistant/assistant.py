@@ -97,6 +97,8 @@ class TurnResult:
     proposals: tuple[Verdict, ...] = ()
     # Set when the turn finished: background work runs on it after the reply.
     interaction: Interaction | None = None
+    # Estimated prompt tokens of the turn's last model request (the budget).
+    context_tokens: int = 0
 
 
 class ModelHealth:
