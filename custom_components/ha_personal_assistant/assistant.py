@@ -27,6 +27,7 @@ from .agent.prompts import (
 from .const import LOGGER, RECURSION_LIMIT
 from .context import build_context, profile_budget
 from .ollama_api import url_without_credentials
+from .security.links import filter_reply, find_links
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
@@ -195,6 +196,7 @@ class Assistant:
                 chat_id=speaker.chat_id,
                 policy=self.policy,
                 profile_key=speaker.profile_key,
+                user_name=speaker.name,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
@@ -238,7 +240,11 @@ class Assistant:
             self.checkpoints.async_prune(session.thread_id),
             f"prune checkpoints of {conversation_key}",
         )
-        reply = _answer(result.get("messages", []))
+        # Links only from this turn's search results (or the user's message).
+        reply = filter_reply(
+            _answer(result.get("messages", [])),
+            [*runtime.tools.allowed_urls, *find_links(text)],
+        )
         return TurnResult(
             reply,
             ok=True,

@@ -23,11 +23,13 @@ from .const import (
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_USER_MAPPING,
+    CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_WEB_SEARCH,
 )
 from .data import PersonalAssistantData
 from .history import HistoryKeeper
@@ -39,6 +41,7 @@ from .telegram import TelegramGateway
 from .tools.ha import HA_TOOLS
 from .tools.memory import memory_tools
 from .tools.registry import ToolRegistry
+from .tools.web import WEB_SEARCH_OFF, web_tools
 
 # Ended and idle sessions get their summary within this time.
 SUMMARY_SWEEP_INTERVAL: Final = timedelta(minutes=10)
@@ -84,7 +87,16 @@ async def async_build(
     # Profiles live in the shared database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
     memory = ProfileMemory(storage.database)
-    registry = ToolRegistry([*HA_TOOLS, *memory_tools(memory)])
+    # web_search only when switched on; a call to it anyway gets a polite no.
+    web_on = bool(options.get(CONF_WEB_SEARCH, DEFAULT_WEB_SEARCH))
+    registry = ToolRegistry(
+        [
+            *HA_TOOLS,
+            *(web_tools(storage.executor) if web_on else ()),
+            *memory_tools(memory),
+        ],
+        disabled={} if web_on else {"web_search": WEB_SEARCH_OFF},
+    )
     policy = Policy.from_options(options)
     assistant = Assistant(
         hass,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from .assistant import Speaker
 from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
 from .memory.profile import async_memory_command
 from .security.confirmations import ConfirmationManager, DecisionResult, Outcome
+from .store import search_audit
 from .store.shared import async_claim_telegram, async_release_telegram
 
 if TYPE_CHECKING:
@@ -45,9 +47,20 @@ SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
 PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
 CALLBACK_TEXT_LIMIT: Final = 200  # Telegram's limit for a callback answer
+SEARCH_OUTCOMES: Final = defaultdict(
+    lambda: "unknown",
+    {
+        search_audit.OUTCOME_SENT: "sent",
+        search_audit.OUTCOME_NOT_SENT: "not sent (too personal)",
+        search_audit.OUTCOME_SANITIZER_ERROR: "not sent (privacy check failed)",
+        search_audit.OUTCOME_FAILED: "failed",
+        search_audit.OUTCOME_TIMEOUT: "timed out",
+    },
+)
 CMD_CONFIRM: Final = "/confirm"
 CMD_CANCEL: Final = "/cancel"
 RECENT_ACTIONS: Final = 10
+RECENT_SEARCHES: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,6 +500,25 @@ class TelegramGateway:
             )
         return "\n".join(lines)
 
+    async def _async_recent_searches(self, incoming: Incoming) -> str:
+        """Describe the sender's latest web searches, as they were sent."""
+        person = _person(incoming)
+        rows = await self.assistant.database.async_run(
+            lambda conn: search_audit.recent(conn, person, RECENT_SEARCHES)
+        )
+        if not rows:
+            return "You have no recent web searches."
+        lines = ["Your recent web searches (as sent, personal details removed):"]
+        for row in rows:
+            when = dt_util.as_local(dt_util.utc_from_timestamp(row.ts))
+            line = f'{when:%m-%d %H:%M} "{row.query}": {SEARCH_OUTCOMES[row.outcome]}'
+            if row.outcome == search_audit.OUTCOME_SENT:
+                line += f", {row.results} results"
+            if row.categories:
+                line += f"; removed: {', '.join(row.categories)}"
+            lines.append(line)
+        return "\n".join(lines)
+
     async def _async_first_time(self, incoming: Incoming) -> bool:
         """Tell whether this message id is new in its chat."""
         if incoming.message_id is None:
@@ -514,6 +546,8 @@ class TelegramGateway:
             reply = await self._async_decide_command(incoming, command)
         elif command == "/actions":
             reply = await self._async_recent_actions(incoming)
+        elif command == "/searchlog":
+            reply = await self._async_recent_searches(incoming)
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(

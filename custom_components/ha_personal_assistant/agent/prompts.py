@@ -76,6 +76,7 @@ Commands:
 /new - start a fresh conversation
 /confirm, /cancel - decide your newest pending action
 /actions - your recent actions
+/searchlog - your recent web searches, as they were sent
 /memory - what I know about you
 /forget <thing> - make me forget it
 /help - this message"""

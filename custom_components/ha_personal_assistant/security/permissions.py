@@ -675,6 +675,23 @@ class _Judge:
             self._judge_call(domain, service, targets, rest)
 
 
+TAINT_REASON: Final = (
+    "untrusted text (web results or documents) entered this turn, so every "
+    "change waits for the user's confirmation"
+)
+
+
+def require_confirmation(verdict: Verdict, reason: str = TAINT_REASON) -> Verdict:
+    """Make an allowed verdict wait for the user (the taint rule).
+
+    Blocked stays blocked and a confirmation stays a confirmation; only what
+    the policy would have let run at once now waits for a person.
+    """
+    if verdict.decision is not Decision.ALLOW:
+        return verdict
+    return Verdict(Decision.CONFIRM, reason, verdict.targets, verdict.calls)
+
+
 def evaluate_call(
     hass: HomeAssistant,
     domain: str,

@@ -26,6 +26,7 @@ from ..security.permissions import (
     ResolvedCall,
     Verdict,
     evaluate_call,
+    require_confirmation,
 )
 from ..store.actions import AuditRow, add_audit
 from .registry import ToolContext, ToolError, ToolSpec
@@ -250,6 +251,10 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
         await _audit(ctx, verdict, name, "refused")
         msg = f"Refused: {verdict.reason}."
         raise ToolError(msg)
+    if ctx.tainted:
+        # The taint rule: text from the web or a document is in this turn, so
+        # nothing changes on the model's word alone, whatever the policy says.
+        verdict = require_confirmation(verdict)
     if verdict.decision is Decision.CONFIRM:
         # Never run here: the user confirms with a Telegram button, and the
         # model cannot press it. The request is sent after this turn.

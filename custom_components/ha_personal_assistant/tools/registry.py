@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,10 @@ class ToolContext:
     tainted: bool = False
     # Actions that wait for the user's confirmation, sent after the turn.
     proposals: list[Verdict] = field(default_factory=list)
+    # The speaker's first name (the PII sanitizer keeps it out of queries).
+    user_name: str | None = None
+    # URLs the turn's search results showed: the only ones a reply may carry.
+    allowed_urls: set[str] = field(default_factory=set)
 
 
 type ToolHandler = Callable[[ToolContext, Any], Awaitable[Any]]
@@ -99,9 +103,16 @@ class ToolOutcome:
 class ToolRegistry:
     """The enabled tools, in a fixed order so the prompt prefix never changes."""
 
-    def __init__(self, tools: Iterable[ToolSpec]) -> None:
-        """Index the tools by name, keeping their order."""
+    def __init__(
+        self, tools: Iterable[ToolSpec], disabled: Mapping[str, str] | None = None
+    ) -> None:
+        """Index the tools by name, keeping their order.
+
+        ``disabled`` maps tools switched off in the options to what the model
+        is told when it calls one anyway.
+        """
         self._tools = {tool.name: tool for tool in tools}
+        self._disabled = dict(disabled or {})
 
     def __contains__(self, name: object) -> bool:
         """Tell whether a tool of that name is enabled."""
@@ -125,6 +136,8 @@ class ToolRegistry:
     ) -> ToolOutcome:
         """Validate and run one tool call, log it, and describe the result."""
         tool = self._tools.get(name)
+        if tool is None and name in self._disabled:
+            return ToolOutcome(self._disabled[name], ok=False)
         if tool is None:
             return ToolOutcome(
                 f"Error: there is no tool named {name!r}. "
@@ -161,7 +174,14 @@ class ToolRegistry:
                     "to say it again in a new message."
                 )
                 raise ToolError(msg)  # noqa: TRY301 - refused like a tool refuses
-            result = await tool.handler(ctx, parsed)
+            try:
+                result = await tool.handler(ctx, parsed)
+            finally:
+                if tool.untrusted_output:
+                    # The taint rule: from here on, this turn has read text
+                    # nobody in the house wrote (set even if the tool failed
+                    # part-way: some of it may have entered).
+                    ctx.tainted = True
         except ToolError as err:
             outcome = ToolOutcome(f"Error: {err}", ok=False)
             status = "refused"
