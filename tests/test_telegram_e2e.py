@@ -70,6 +70,7 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
         "get_state",
         "list_entities",
         "call_service",
+        "web_search",
         "remember",
         "forget",
     ]
