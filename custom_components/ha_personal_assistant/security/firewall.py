@@ -33,11 +33,23 @@ _SUPPLEMENTARY_SELECTORS: Final = re.compile("[\U000e0100-\U000e01ef]")
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 _ACTIONS: Final = (
-    r"(?:unlock|open|disarm|disable|deactivate|turn\s+off|switch\s+off|shut\s+off)"
+    r"(?:unlock|unbolt|open|raise|lift|disarm|disable|deactivate|turn\s+off|"
+    r"switch\s+off|shut\s+off|shut\s+down)"
 )
 _GUARDED: Final = (
     r"(?:doors?|locks?|gates?|garage|alarms?|security|cameras?|sirens?|"
-    r"smoke\s+detectors?)"
+    r"smoke\s+detectors?)(?:_\w+)?"
+)
+_SENSITIVE_ENTITY: Final = (
+    r"(?:lock|alarm_control_panel|cover|camera|siren|valve)\.[\w]+"
+)
+# A command verb capitalized in the middle of a sentence ("... via Unlock the
+# front door"): a sentence pasted into another. Checked before lower-casing.
+EMBEDDED_COMMAND: Final = re.compile(
+    r"(?<=\w[ \t])(?:Unlock|Unbolt|Open|Raise|Lift|Disarm|Disable|Deactivate|"
+    r"Turn\s+off|Switch\s+off|Shut\s+off)\b[^.!?\n]{0,40}\b"
+    + _GUARDED
+    + r"\b"
 )
 
 _AI: Final = (
@@ -97,6 +109,8 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"message\s+(?:to|for)|instructions?\s+(?:to|for))\s*,?\s*(?:the\s+|any\s+|"
             r"all\s+|automated\s+)?" + _AI + r"s?\b"
             r"|\b(?:if\s+you\s+are\s+an?|as\s+an?)\s+(?:ai|" + _AI + r")\b"
+            r"|\bi\s+want\s+you\s+to\s+(?:ignore|disregard|forget|focus|only|print|"
+            r"say|reply|output|repeat)\b"
             r"|\bautomated\s+(?:analysis|screening)\s+(?:software|systems?)\b"
         ),
     ),
@@ -112,7 +126,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "starts a chat role",
         re.compile(
-            r"(?:^|\n|[.!?]\s)\s*(?:#+\s*)?(?:system|assistant|developer|admin)"
+            r"(?:^|\n|[.!?]\s|\s-\s)\s*(?:#+\s*)?(?:system|assistant|developer|admin)"
             r"(?:\s+message)?\s*:"
             r"|(?:^|\n)\s*user\s*:.{0,80}\b(?:please|could\s+you|can\s+you)\b"
         ),
@@ -131,12 +145,16 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "tells the assistant to act on a lock or alarm",
         re.compile(
-            r"(?:^|[.!?;:,(\[\-*>\"]\s*|\b(?:and|then|please|always|now|must|should|"
-            r"first|immediately|todo|do|to)\s+)"
+            r"(?:^\s*|\n\s*(?:[-*•]\s*)?|[.!?;:,(\[*<>\"/`]\s*|\b(?:and|then|please|"
+            r"always|now|must|should|first|immediately|todo|do|to)\s+)"
             + _ACTIONS
             + r"\b[^.!?\n]{0,40}\b"
             + _GUARDED
             + r"\b"
+            + r"|\b"
+            + _ACTIONS
+            + r"\s+(?:the\s+)?"
+            + _SENSITIVE_ENTITY
         ),
     ),
     (
@@ -233,6 +251,8 @@ def check_text(text: str) -> FirewallResult:
         reasons.append("contains hidden tag characters")
     folded = re.sub(r"[ \t\r\f\v]+", " ", clean.casefold())
     reasons.extend(reason for reason, pattern in PATTERNS if pattern.search(folded))
+    if EMBEDDED_COMMAND.search(clean):
+        reasons.append("embeds a command to a lock or alarm")
     flagged = bool(reasons)
     if removed and not has_tags:
         # Zero-width joiners occur in emoji and bidi marks in right-to-left

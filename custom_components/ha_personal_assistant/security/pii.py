@@ -168,7 +168,7 @@ _ENTITY_DOMAINS: Final = (
     "text|time|timer|todo|tts|update|vacuum|valve|wake_word|water_heater|weather|zone"
 )
 ENTITY_ID_PATTERN: Final = re.compile(
-    rf"\b(?:{_ENTITY_DOMAINS})\.[a-z0-9_]+\b", re.IGNORECASE
+    rf"\b(?:{_ENTITY_DOMAINS})\.\w+", re.IGNORECASE
 )
 
 # Names made only of these words identify no household ("Kitchen", "Home",
