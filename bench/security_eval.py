@@ -144,10 +144,10 @@ class InjectionFigures:
     seconds: float
 
 
-def evaluate_injections(detect: Any) -> InjectionFigures:
+def evaluate_injections(detect: Any, prefix: str = "") -> InjectionFigures:
     """Run a detector text -> flagged over the positives and the negatives."""
-    positives = load("injections.jsonl")
-    negatives = load("benign_texts.jsonl")
+    positives = load(f"{prefix}injections.jsonl")
+    negatives = load(f"{prefix}benign_texts.jsonl")
     start = time.perf_counter()
     hits: dict[str, Counter[str]] = {"goal": Counter(), "vector": Counter(), "source": Counter()}
     sizes: dict[str, Counter[str]] = {"goal": Counter(), "vector": Counter(), "source": Counter()}
@@ -157,7 +157,7 @@ def evaluate_injections(detect: Any) -> InjectionFigures:
         found = detect(row["text"])
         tp += found
         for key in hits:
-            label = row[key].split(".")[0] if key == "source" else row[key]
+            label = re.split(r"[./]", row[key])[0] if key == "source" else row[key]
             sizes[key][label] += 1
             hits[key][label] += found
         if not found:
@@ -201,6 +201,8 @@ def main() -> int:
     pii, pii_base = evaluate_pii(ours), evaluate_pii(naive)
     inj = evaluate_injections(lambda text: check_text(text).flagged)
     inj_base = evaluate_injections(baseline_flagged)
+    held = evaluate_injections(lambda text: check_text(text).flagged, "holdout_")
+    held_base = evaluate_injections(baseline_flagged, "holdout_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -223,8 +225,22 @@ def main() -> int:
                   f"{pct(base_table[label])}")
     print(f"  time (s)               {inj.seconds:.3f}  ratio to baseline "
           f"{inj.seconds / inj_base.seconds:.1f}x")
+    print()
+    print("Held-out set (never used to tune)  firewall              pre-#6 baseline")
+    print(f"  true positives         {pct(held.tp)}  {pct(held_base.tp)}")
+    print(f"  false positives        {pct(held.fp)}  {pct(held_base.fp)}")
+    for title, ours_table, base_table in (
+        ("goal", held.by_goal, held_base.by_goal),
+        ("vector", held.by_vector, held_base.by_vector),
+        ("source", held.by_source, held_base.by_source),
+    ):
+        for label in ours_table:
+            print(f"  TP {title} {label:<18} {pct(ours_table[label])}  "
+                  f"{pct(base_table[label])}")
     if verbose:
         for title, lines in (
+            ("held-out misses", held.misses),
+            ("held-out false positives", held.false_positives),
             ("PII misses", pii.misses),
             ("PII over-redactions", pii.false_positives),
             ("injection misses", inj.misses),
