@@ -81,7 +81,7 @@ class PiiFigures:
 
 
 def evaluate_pii(sanitizer: Any) -> PiiFigures:
-    """Run a sanitizer (query, row) -> sent text or None over the PII and benign sets."""
+    """Run a sanitizer (query, house) -> sent text or None over both query sets."""
     caught = Counter()
     total = Counter()
     misses: list[str] = []
@@ -120,13 +120,13 @@ def evaluate_pii(sanitizer: Any) -> PiiFigures:
 
 
 def ours(query: str, house: dict[str, Any]) -> str | None:
-    """The integration's sanitizer: the text sent, or None when nothing is."""
+    """Sanitize with the integration: the text sent, or None when nothing is."""
     result = sanitize(query, context(house))
     return result.text if result.sendable else None
 
 
 def naive(query: str, _house: dict[str, Any]) -> str | None:
-    """A baseline: strip emails and long digit runs."""
+    """Sanitize like a first attempt would: strip emails and long digit runs."""
     return " ".join(_NAIVE.sub(" ", query).split())
 
 
@@ -149,17 +149,25 @@ def evaluate_injections(detect: Any, prefix: str = "") -> InjectionFigures:
     positives = load(f"{prefix}injections.jsonl")
     negatives = load(f"{prefix}benign_texts.jsonl")
     start = time.perf_counter()
-    hits: dict[str, Counter[str]] = {"goal": Counter(), "vector": Counter(), "source": Counter()}
-    sizes: dict[str, Counter[str]] = {"goal": Counter(), "vector": Counter(), "source": Counter()}
+    hits: dict[str, Counter[str]] = {
+        "goal": Counter(),
+        "vector": Counter(),
+        "source": Counter(),
+    }
+    sizes: dict[str, Counter[str]] = {
+        "goal": Counter(),
+        "vector": Counter(),
+        "source": Counter(),
+    }
     tp = 0
     misses = []
     for row in positives:
         found = detect(row["text"])
         tp += found
-        for key in hits:
+        for key, counter in hits.items():
             label = re.split(r"[./]", row[key])[0] if key == "source" else row[key]
             sizes[key][label] += 1
-            hits[key][label] += found
+            counter[label] += found
         if not found:
             misses.append(f"{row['source']}/{row['vector']}: {row['text'][:160]!r}")
     fp = 0
@@ -207,10 +215,13 @@ def main() -> int:
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
     print(f"  household name recall  {pct(pii.names)}  {pct(pii_base.names)}")
-    print(f"  benign over-redaction  {pct(pii.over_redacted)}  {pct(pii_base.over_redacted)}")
+    over, over_base = pct(pii.over_redacted), pct(pii_base.over_redacted)
+    print(f"  benign over-redaction  {over}  {over_base}")
     print(f"  queries not sent       {pii.not_sent}")
-    print(f"  time (s)               {pii.seconds:.3f}  ratio to baseline "
-          f"{pii.seconds / pii_base.seconds:.1f}x")
+    print(
+        f"  time (s)               {pii.seconds:.3f}  ratio to baseline "
+        f"{pii.seconds / pii_base.seconds:.1f}x"
+    )
     print()
     print("Injection detection              firewall              pre-#6 baseline")
     print(f"  true positives         {pct(inj.tp)}  {pct(inj_base.tp)}")
@@ -221,10 +232,14 @@ def main() -> int:
         ("source", inj.by_source, inj_base.by_source),
     ):
         for label in ours_table:
-            print(f"  TP {title} {label:<18} {pct(ours_table[label])}  "
-                  f"{pct(base_table[label])}")
-    print(f"  time (s)               {inj.seconds:.3f}  ratio to baseline "
-          f"{inj.seconds / inj_base.seconds:.1f}x")
+            print(
+                f"  TP {title} {label:<18} {pct(ours_table[label])}  "
+                f"{pct(base_table[label])}"
+            )
+    print(
+        f"  time (s)               {inj.seconds:.3f}  ratio to baseline "
+        f"{inj.seconds / inj_base.seconds:.1f}x"
+    )
     print()
     print("Held-out set (never used to tune)  firewall              pre-#6 baseline")
     print(f"  true positives         {pct(held.tp)}  {pct(held_base.tp)}")
@@ -235,8 +250,10 @@ def main() -> int:
         ("source", held.by_source, held_base.by_source),
     ):
         for label in ours_table:
-            print(f"  TP {title} {label:<18} {pct(ours_table[label])}  "
-                  f"{pct(base_table[label])}")
+            print(
+                f"  TP {title} {label:<18} {pct(ours_table[label])}  "
+                f"{pct(base_table[label])}"
+            )
     if verbose:
         for title, lines in (
             ("held-out misses", held.misses),

@@ -1,13 +1,9 @@
 """The content firewall as it was before issue #6: the baseline of security_eval.py."""
 
-# ruff: noqa: RUF001
 from __future__ import annotations
 
-
 import re
-import secrets
 import unicodedata
-from dataclasses import dataclass
 from typing import Final
 
 # Characters that render as nothing (or reorder what is shown) and so can hide
@@ -94,9 +90,10 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 )
 
 
-
 def flagged(text: str) -> bool:
     """Tell whether the old patterns flag ``text`` (NFKC, lower-cased)."""
-    folded = re.sub(r"[ \t\r\f\v]+", " ", unicodedata.normalize("NFKC", text).casefold())
+    folded = re.sub(
+        r"[ \t\r\f\v]+", " ", unicodedata.normalize("NFKC", text).casefold()
+    )
     folded = _INVISIBLE.sub("", _TAGS.sub("", folded))
     return any(pattern.search(folded) for _, pattern in PATTERNS)

@@ -47,9 +47,7 @@ _SENSITIVE_ENTITY: Final = (
 # front door"): a sentence pasted into another. Checked before lower-casing.
 EMBEDDED_COMMAND: Final = re.compile(
     r"(?<=\w[ \t])(?:Unlock|Unbolt|Open|Raise|Lift|Disarm|Disable|Deactivate|"
-    r"Turn\s+off|Switch\s+off|Shut\s+off)\b[^.!?\n]{0,40}\b"
-    + _GUARDED
-    + r"\b"
+    r"Turn\s+off|Switch\s+off|Shut\s+off)\b[^.!?\n]{0,40}\b" + _GUARDED + r"\b"
 )
 
 _AI: Final = (
@@ -269,6 +267,7 @@ UNTRUSTED_MAX_CHARS: Final = 4000
 # through. One of these rare characters is picked per request.
 DATAMARKS: Final = ("\u02c6", "\u2038", "\u02d1", "\u2e31", "\u00a6")
 _SPACES: Final = re.compile(r"[ \t]+")
+_FENCE_LIKE: Final = re.compile(r"</?\s*data-[^>]{0,40}>", re.IGNORECASE)
 
 
 def datamark(text: str, mark: str) -> str:
@@ -306,9 +305,9 @@ def mark_untrusted_parts(
             withheld += 1
             body = withheld_note(result)
         else:
-            body = datamark(result.clean_text[: max(budget, 0)], mark)
-            # The fence is random; this only keeps its look-alikes out.
-            body = body.replace(f"data-{fence}", "data")
+            # The fence is random; look-alike fences are rewritten anyway.
+            text = _FENCE_LIKE.sub("(data)", result.clean_text[: max(budget, 0)])
+            body = datamark(text, mark)
         budget -= len(body)
         bodies.append(body)
         if budget <= 0:

@@ -167,9 +167,7 @@ _ENTITY_DOMAINS: Final = (
     "number|person|remote|scene|schedule|script|select|sensor|siren|stt|sun|switch|"
     "text|time|timer|todo|tts|update|vacuum|valve|wake_word|water_heater|weather|zone"
 )
-ENTITY_ID_PATTERN: Final = re.compile(
-    rf"\b(?:{_ENTITY_DOMAINS})\.\w+", re.IGNORECASE
-)
+ENTITY_ID_PATTERN: Final = re.compile(rf"\b(?:{_ENTITY_DOMAINS})\.\w+", re.IGNORECASE)
 
 # Names made only of these words identify no household ("Kitchen", "Home",
 # "Living Room"); removing them from queries would only spoil searches.
@@ -589,5 +587,6 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         ),
     )
     if (names := _name_pattern(context.names)) is not None:
-        redactor.add_all(names, NAME)
+        # Inside an address or email already removed, a name adds nothing.
+        redactor.add_all(names, NAME, lambda m: not redactor.taken(m.start(), m.end()))
     return redactor.result()
