@@ -336,6 +336,25 @@ async def test_links_are_removed_in_turns_without_a_search(
     assert "light.kitchen_lights is on" in text
 
 
+async def test_old_audit_rows_are_dropped(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    search: FakeSearch,
+) -> None:
+    """Rows older than the retention go when the next search is audited."""
+    path = assistant.runtime_data.assistant.database.path
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO search_audit_log (ts, person, query, categories, outcome)"
+            " VALUES (1, ?, 'ancient', '', 'sent')",
+            (ALICE,),
+        )
+    await _search_via_telegram(telegram, fake_ollama, "plumber Berlin")
+    assert [row[2] for row in _audit(assistant)] == ["plumber Berlin"]
+
+
 async def test_searchlog_shows_only_the_senders_searches(
     hass: HomeAssistant,
     assistant: MockConfigEntry,

@@ -37,7 +37,11 @@ class SearchAuditRow:
 
 
 def add(conn: sqlite3.Connection, row: SearchAuditRow) -> int:
-    """Insert a row and return its id."""
+    """Insert a row, drop rows past the retention, and return the new id."""
+    conn.execute(
+        "DELETE FROM search_audit_log WHERE ts < ?",
+        (row.ts - SEARCH_AUDIT_RETENTION_DAYS * 86400,),
+    )
     cursor = conn.execute(
         "INSERT INTO search_audit_log"
         " (ts, person, chat_id, query, categories, outcome, results)"
@@ -76,8 +80,3 @@ def recent(conn: sqlite3.Connection, person: str, limit: int) -> list[SearchAudi
         (person, limit),
     ).fetchall()
     return [_row(r) for r in rows]
-
-
-def prune(conn: sqlite3.Connection, before: float) -> int:
-    """Delete rows older than ``before``; return how many went."""
-    return conn.execute("DELETE FROM search_audit_log WHERE ts < ?", (before,)).rowcount
