@@ -209,8 +209,10 @@ def main() -> int:
     pii, pii_base = evaluate_pii(ours), evaluate_pii(naive)
     inj = evaluate_injections(lambda text: check_text(text).flagged)
     inj_base = evaluate_injections(baseline_flagged)
-    held = evaluate_injections(lambda text: check_text(text).flagged, "holdout_")
-    held_base = evaluate_injections(baseline_flagged, "holdout_")
+    second = evaluate_injections(lambda text: check_text(text).flagged, "holdout_")
+    second_base = evaluate_injections(baseline_flagged, "holdout_")
+    held = evaluate_injections(lambda text: check_text(text).flagged, "holdout2_")
+    held_base = evaluate_injections(baseline_flagged, "holdout2_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -241,6 +243,10 @@ def main() -> int:
         f"{inj.seconds / inj_base.seconds:.1f}x"
     )
     print()
+    print("Second tuning set (held out until its first measurement: 54.37 % TP)")
+    print(f"  true positives         {pct(second.tp)}  {pct(second_base.tp)}")
+    print(f"  false positives        {pct(second.fp)}  {pct(second_base.fp)}")
+    print()
     print("Held-out set (never used to tune)  firewall              pre-#6 baseline")
     print(f"  true positives         {pct(held.tp)}  {pct(held_base.tp)}")
     print(f"  false positives        {pct(held.fp)}  {pct(held_base.fp)}")
@@ -256,6 +262,8 @@ def main() -> int:
             )
     if verbose:
         for title, lines in (
+            ("second tuning set misses", second.misses),
+            ("second tuning set false positives", second.false_positives),
             ("held-out misses", held.misses),
             ("held-out false positives", held.false_positives),
             ("PII misses", pii.misses),

@@ -33,8 +33,9 @@ _SUPPLEMENTARY_SELECTORS: Final = re.compile("[\U000e0100-\U000e01ef]")
 _CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 _ACTIONS: Final = (
-    r"(?:unlock|unbolt|open|raise|lift|disarm|disable|deactivate|turn\s+off|"
-    r"switch\s+off|shut\s+off|shut\s+down)"
+    r"(?:unlock|unbolt|open|raise|lift|disarm|disable|deactivate|disengage|release|"
+    r"turn\s+off|switch\s+off|shut\s+off|shut\s+down|let\s+(?:\w+\s+){1,3}in\b|"
+    r"put\s+(?:\w+\s+){1,3}in(?:to)?\s+disarm\w*)"
 )
 _GUARDED: Final = (
     r"(?:doors?|locks?|gates?|garage|alarms?|security|cameras?|sirens?|"
@@ -75,11 +76,38 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         ),
     ),
     (
+        "asks to ignore instructions (other languages)",
+        re.compile(
+            r"\b(?:ignorier\w*|vergiss|vergessen\s+sie|missachte\w*)\b[^.!?\n]{0,40}"
+            r"\b(?:anweisungen|instruktionen|regeln|vorgaben)\b"
+            r"|\b(?:ignor\w*|oubli\w*|olvid\w*|dimentic\w*|zignoruj\w*|negeer|vergeet)"
+            r"\b[^.!?\n]{0,40}\b(?:instructions|consignes|règles|instrucciones|reglas|"
+            r"istruzioni|regole|instrukcje|polecenia|instructies|regels)\b"
+            r"|(?:игнорируй\w*|забудь\w*)[^.!?\n]{0,40}(?:инструкци\w*|указани\w*|правил\w*)"
+        ),
+    ),
+    (
+        "asks for the assistant's instructions",
+        re.compile(
+            r"\b(?:your|the)\s+(?:initial|original|starting|first|hidden|secret)\s+"
+            r"(?:instructions?|prompt|configuration)\b|\bsystem_?prompt\b"
+            r"|\brepeat\s+(?:the\s+|all\s+|this\s+)?(?:text|words|conversation|"
+            r"everything|instructions?)\s+(?:above|before|you\s+were)"
+            r"|\brepeat\s+(?:the\s+above|this\s+entire|the\s+entire|everything\s+above)"
+            r"|\bwhat\s+(?:were|are)\s+you\s+(?:told|instructed)\b"
+            r"|\byou\s+were\s+(?:given|told)\s+(?:at\s+the\s+beginning|initially|before)"
+            r"|\bi\s+was\s+instructed\s+to\b|\bmy\s+instructions\s+are\b"
+            r"|\binitiali[sz]ation\s+string\b|\boutput\s+the\s+text\s+above\b"
+            r"|\bnot\s+supposed\s+to\s+tell\b|\badministrator\s+override\b"
+        ),
+    ),
+    (
         "redefines the assistant",
         re.compile(
             r"\byou\s+are\s+now\b|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|dan\b)"
             r"|\bdo\s+anything\s+now\b|\bdeveloper\s+mode\b|\bjailbr(?:oken|eak)\b"
-            r"|\byour\s+new\s+(?:role|task|goal|instructions?)\b"
+            r"|\byour\s+new\s+(?:role|task|goal|instructions?)\b|\[dan\]"
+            r"|\bnew\s+(?:task|goal|objective|role)\s*:"
         ),
     ),
     (
@@ -92,12 +120,16 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "announces new instructions",
         re.compile(
-            r"\bnew\s+instructions?\b|\bimportant\s+(?:message|instructions?)\s+"
+            r"\bnew\s+instructions?\s*(?::|-|follow|below|for\s+(?:you|the\s+(?:ai|"
+            r"assistant|model|agent)))|\bimportant\s+(?:message|instructions?)\s+"
             r"(?:from|for|to)\b|\bfollowing\s+instructions?\s*:"
             r"|\bstrictly\s+adhere\b|\bstop\s+everything\b"
             r"|\bbefore\s+you\s+(?:can\s+)?(?:solve|answer|continue|proceed|respond|"
             r"complete|finish|summari[sz]e|reply)\b"
             r"|\bthe\s+task\s+(?:that\s+)?i\s+gave\s+you\b"
+            r"|\b(?:verified|authori[sz]ed|official)\s+(?:command|instruction|request)s?\b"
+            r"|\b(?:homeowner|owner|user)\s+(?:has\s+)?(?:already\s+)?(?:agreed|approved|"
+            r"authori[sz]ed|consented)\b|\bi\s+authori[sz]e\s+you\b"
         ),
     ),
     (
@@ -110,6 +142,10 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"|\bi\s+want\s+you\s+to\s+(?:ignore|disregard|forget|focus|only|print|"
             r"say|reply|output|repeat)\b"
             r"|\bautomated\s+(?:analysis|screening)\s+(?:software|systems?)\b"
+            r"|\bif\s+you\s+are\s+(?:an?\s+)?(?:[\w-]+\s+){0,3}" + _AI + r"\b"
+            r"|\b(?:agents?|assistants?|bots?|ai|llms?|chat\s?bots?|language\s+models?)"
+            r"\s+(?:must|should|shall|need\s+to|have\s+to|are\s+(?:required|asked|"
+            r"instructed|expected)\s+to)\b"
         ),
     ),
     (
@@ -118,7 +154,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"<\|[a-z_]+\|>|\[/?inst\]|<</?sys>>|<(?:start|end)_of_turn>"
             r"|</?(?:system|assistant|tool_call|tool|function|information|instructions?|"
             r"admin|important)>|<end\s+of\s+session>|\[(?:system|admin|developer)\b"
-            r"|\[admin\s+request"
+            r"|\[admin\s+request|\"role\"\s*:\s*\"(?:system|developer|assistant|tool)\""
         ),
     ),
     (
@@ -144,7 +180,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         "tells the assistant to act on a lock or alarm",
         re.compile(
             r"(?:^\s*|\n\s*(?:[-*•]\s*)?|[.!?;:,(\[*<>\"/`]\s*|\b(?:and|then|please|"
-            r"always|now|must|should|first|immediately|todo|do|to)\s+)"
+            r"always|now|must|should|first|immediately|todo|do)\s+)"
             + _ACTIONS
             + r"\b[^.!?\n]{0,40}\b"
             + _GUARDED
@@ -153,6 +189,10 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             + _ACTIONS
             + r"\s+(?:the\s+)?"
             + _SENSITIVE_ENTITY
+            + r"|\b(?:turn|switch|shut)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:\w+\s+){0,2}"
+            r"(?:alarms?|cameras?|sirens?|security)\s+off\b"
+            r"|\bput\s+(?:the\s+)?(?:\w+\s+){0,2}(?:alarms?|security)\s+in(?:to)?\s+"
+            r"disarm\w*"
         ),
     ),
     (
@@ -170,6 +210,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(
             r"\b(?:search|look\s+up|find|reveal|share|send|post|include|print|tell\s+me)"
             r"\b[^.!?\n]{0,40}\b" + _PEOPLE + r"\s+" + _PRIVATE + r"\b"
+            r"|\bwhere\s+(?:the\s+)?(?:user|owner|homeowner|family|residents?)\s+lives?\b"
         ),
     ),
     (
@@ -177,7 +218,8 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(
             r"\b(?:remember|memori[sz]e|save|store|note|add|write)\b[^.!?\n]{0,30}"
             r"\b(?:permanent(?:ly)?|forever|as\s+a\s+(?:new\s+)?(?:rule|fact|preference)|"
-            r"in\s+(?:your|the(?:\s+user's)?)\s+(?:memory|profile))\b"
+            r"(?:in|to|into)\s+(?:your|the(?:\s+user's)?)\s+(?:memory|profile)|"
+            r"(?:the|a)\s+(?:new\s+)?rule\s+that)\b"
             r"|\bfrom\s+now\s+on\b[^.!?\n]{0,40}\b(?:you|always|never|must)\b"
         ),
     ),
@@ -186,7 +228,9 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(
             r"\b(?:send|give|share|show|forward|post|tell|ask|direct|instruct)\b"
             r"[^.!?\n]{0,30}\b(?:user|owner|them|him|her|everyone)\b[^.!?\n]{0,40}"
-            r"(?:\blink\b|\burl\b|https?://|\bwww\.|\bvisit\b|\blog\s*in\b|\bsign\s*in\b)"
+            r"(?:\blink\b|\burl\b|https?://|\bwww\.|\bvisit\b|\blog\s*in\b|\bsign\s*in\b|"
+            r"\bdownload\b)"
+            r"|\b(?:reply|respond|answer)\s+with\s+(?:the|this)\s+(?:link|url)\b"
             r"|\b(?:tell|ask|instruct)\s+(?:the\s+)?(?:user|owner)\s+to\b"
         ),
     ),
