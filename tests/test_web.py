@@ -193,8 +193,11 @@ async def test_a_mostly_personal_query_is_not_sent(
     search: FakeSearch,
 ) -> None:
     """Nothing reaches ddgs; the model is told why, and the audit says so."""
-    await _search_via_telegram(telegram, fake_ollama, f"{PHONE} {EMAIL}")
+    sent = await _search_via_telegram(telegram, fake_ollama, f"{PHONE} {EMAIL}")
     assert search.queries == []
+    # The user is told, whatever the model writes.
+    assert "A web search was not sent" in sent[-1]["text"]
+    assert "(email, phone)" in sent[-1]["text"]
     result = tool_results(fake_ollama.chat_requests[-1])[0]
     assert "not sent" in result
     ((_, _, stored, categories, outcome, results),) = _audit(assistant)
@@ -222,9 +225,10 @@ async def test_a_failing_sanitizer_sends_nothing(
         raise RuntimeError(query)
 
     monkeypatch.setattr(web, "sanitize", broken)
-    await _search_via_telegram(telegram, fake_ollama, "plumber Berlin")
+    sent = await _search_via_telegram(telegram, fake_ollama, "plumber Berlin")
     assert search.queries == []
     assert "privacy check failed" in tool_results(fake_ollama.chat_requests[-1])[0]
+    assert "nothing left the house" in sent[-1]["text"]
     ((_, _, stored, _, outcome, _),) = _audit(assistant)
     assert (stored, outcome) == ("", "sanitizer_error")
 

@@ -245,6 +245,8 @@ class Assistant:
             _answer(result.get("messages", [])),
             [*runtime.tools.allowed_urls, *find_links(text)],
         )
+        if runtime.tools.notices:
+            reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
         return TurnResult(
             reply,
             ok=True,

@@ -44,6 +44,8 @@ class ToolContext:
     user_name: str | None = None
     # URLs the turn's search results showed: the only ones a reply may carry.
     allowed_urls: set[str] = field(default_factory=set)
+    # Facts the user must hear whatever the model writes, added to the reply.
+    notices: list[str] = field(default_factory=list)
 
 
 type ToolHandler = Callable[[ToolContext, Any], Awaitable[Any]]
