@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -97,7 +98,7 @@ async def assistant(
 
 def _audit(entry: MockConfigEntry) -> list[tuple[Any, ...]]:
     path = entry.runtime_data.assistant.database.path
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         return conn.execute(
             "SELECT person, chat_id, query, categories, outcome, results"
             " FROM search_audit_log ORDER BY id"
@@ -349,7 +350,7 @@ async def test_old_audit_rows_are_dropped(
 ) -> None:
     """Rows older than the retention go when the next search is audited."""
     path = assistant.runtime_data.assistant.database.path
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(
             "INSERT INTO search_audit_log (ts, person, query, categories, outcome)"
             " VALUES (1, ?, 'ancient', '', 'sent')",
