@@ -78,6 +78,8 @@ class PiiFigures:
     misses: list[str]
     false_positives: list[str]
     seconds: float
+    hard_over: tuple[int, int]
+    hard_lines: list[str]
 
 
 def evaluate_pii(sanitizer: Any) -> PiiFigures:
@@ -108,6 +110,12 @@ def evaluate_pii(sanitizer: Any) -> PiiFigures:
             over += 1
             false_positives.append(f"{row['query']!r} -> {sent!r}")
     seconds = time.perf_counter() - start
+    hard = load("hard_benign_queries.jsonl")
+    hard_over = [
+        f"{row['query']!r} -> {sent!r}"
+        for row in hard
+        if (sent := sanitizer(row["query"], row["household"])) != row["query"]
+    ]
     return PiiFigures(
         (caught["structured"], total["structured"]),
         (caught["names"], total["names"]),
@@ -116,6 +124,8 @@ def evaluate_pii(sanitizer: Any) -> PiiFigures:
         misses,
         false_positives,
         seconds,
+        (len(hard_over), len(hard)),
+        hard_over,
     )
 
 
@@ -219,6 +229,7 @@ def main() -> int:
     print(f"  household name recall  {pct(pii.names)}  {pct(pii_base.names)}")
     over, over_base = pct(pii.over_redacted), pct(pii_base.over_redacted)
     print(f"  benign over-redaction  {over}  {over_base}")
+    print(f"  hard benign changed    {pct(pii.hard_over)}  {pct(pii_base.hard_over)}")
     print(f"  queries not sent       {pii.not_sent}")
     print(
         f"  time (s)               {pii.seconds:.3f}  ratio to baseline "
@@ -268,6 +279,7 @@ def main() -> int:
             ("held-out false positives", held.false_positives),
             ("PII misses", pii.misses),
             ("PII over-redactions", pii.false_positives),
+            ("hard benign queries changed", pii.hard_lines),
             ("injection misses", inj.misses),
             ("injection false positives", inj.false_positives),
         ):

@@ -94,6 +94,8 @@ def test_each_kind_of_pii_is_removed(query: str, value: str, category: str) -> N
         "home remedies for a cold",
         "ring doorbell 2 setup",
         "what is 15% of 80",
+        "what is 127.0.0.1",
+        "home assistant light.turn_on example",
     ],
 )
 def test_ordinary_queries_pass_unchanged(query: str) -> None:

@@ -169,6 +169,13 @@ _ENTITY_DOMAINS: Final = (
 )
 ENTITY_ID_PATTERN: Final = re.compile(rf"\b(?:{_ENTITY_DOMAINS})\.\w+", re.IGNORECASE)
 
+# light.turn_on names a service, not one of the house's entities.
+_SERVICE: Final = re.compile(
+    r"\w+\.(?:turn_on|turn_off|toggle|reload|lock|unlock|open|press|"
+    r"(?:open|close|stop|set|select|alarm|start|play|media|volume)_\w+)",
+    re.IGNORECASE,
+)
+
 # Names made only of these words identify no household ("Kitchen", "Home",
 # "Living Room"); removing them from queries would only spoil searches.
 GENERIC_WORDS: Final = frozenset(
@@ -470,11 +477,12 @@ def _phones(text: str, country: str | None) -> Iterator[tuple[int, int]]:
 
 
 def _valid_ip(text: str) -> bool:
+    """Tell an address of some machine from loopback, unspecified and non-IPs."""
     try:
-        ipaddress.ip_interface(text.split("%", 1)[0])
+        address = ipaddress.ip_interface(text.split("%", 1)[0]).ip
     except ValueError:
         return False
-    return True
+    return not (address.is_loopback or address.is_unspecified)
 
 
 def _is_secret(token: str) -> bool:
@@ -565,7 +573,9 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         IP,
         lambda m: m.group(0).count(":") >= 2 and _valid_ip(m.group(0)),  # noqa: PLR2004
     )
-    redactor.add_all(ENTITY_ID_PATTERN, ENTITY_ID)
+    redactor.add_all(
+        ENTITY_ID_PATTERN, ENTITY_ID, lambda m: not _SERVICE.fullmatch(m.group(0))
+    )
     redactor.add_all(_COORD_DMS, COORDINATES)
     redactor.add_all(_COORD_PAIR, COORDINATES)
     if context.home is not None:
