@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import TYPE_CHECKING
 
 from homeassistant.exceptions import ConfigEntryNotReady
@@ -55,7 +56,28 @@ async def async_setup_entry(
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
     async_check_policy(hass, entry)
-    storage = await async_acquire_storage(hass)
+    try:
+        storage = await async_acquire_storage(hass)
+    except sqlite3.Error as err:
+        # Locked by another program or a full disk: the files are kept as
+        # they are and HA retries the setup later.
+        raise ConfigEntryNotReady(
+            translation_domain=DOMAIN,
+            translation_key="storage_busy",
+            translation_placeholders={"error": str(err)},
+        ) from err
+    if (aside := storage.checkpoints.recreated_from) is not None:
+        # Ongoing conversations start afresh; pending confirmations are kept
+        # in the assistant database and are not affected.
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            "checkpoints_recreated",
+            is_fixable=False,
+            severity=ir.IssueSeverity.WARNING,
+            translation_key="checkpoints_recreated",
+            translation_placeholders={"path": str(aside)},
+        )
     if (aside := storage.database.recreated_from) is not None:
         # The user must know their history and profiles were reset.
         ir.async_create_issue(

@@ -28,6 +28,7 @@ from .const import LOGGER, RECURSION_LIMIT
 from .context import build_context, profile_budget
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
+from .store.database import Session
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
@@ -180,10 +181,23 @@ class Assistant:
     async def async_turn(
         self, conversation_key: str, text: str, speaker: Speaker
     ) -> TurnResult:
-        """Answer one message; never raises for model or tool trouble."""
-        session = await self.database.async_current_session(
-            conversation_key, time.time(), self.session_timeout
-        )
+        """Answer one message; never raises for model, tool or storage trouble."""
+        stored = True
+        try:
+            session = await self.database.async_current_session(
+                conversation_key, time.time(), self.session_timeout
+            )
+        except sqlite3.Error as err:
+            # The database is locked, full or damaged: answer anyway, as a new
+            # conversation that is not saved (the outage is logged once).
+            LOGGER.debug("Answering %s without history: %s", conversation_key, err)
+            stored = False
+            session = Session(
+                thread_id=f"{conversation_key}:unsaved:{new_turn_id()}",
+                started_at=time.time(),
+                is_new=True,
+            )
+            self.checkpoints.skip_saving(session.thread_id)
         turn_id = new_turn_id()
         runtime = TurnRuntime(
             model=self.model,
@@ -212,7 +226,7 @@ class Assistant:
             ),
             "summary": (
                 await self.history.async_prompt_summary(session, conversation_key)
-                if self.history is not None
+                if self.history is not None and stored
                 else ""
             ),
             "feedback_rounds": 0,
@@ -236,10 +250,11 @@ class Assistant:
                 proposals=tuple(runtime.tools.proposals),
             )
         self.health.succeeded()
-        self.hass.async_create_background_task(
-            self.checkpoints.async_prune(session.thread_id),
-            f"prune checkpoints of {conversation_key}",
-        )
+        if stored:
+            self.hass.async_create_background_task(
+                self.checkpoints.async_prune(session.thread_id),
+                f"prune checkpoints of {conversation_key}",
+            )
         # Links only from this turn's search results (or the user's message).
         reply = filter_reply(
             _answer(result.get("messages", [])),
@@ -252,6 +267,7 @@ class Assistant:
             ok=True,
             model_seconds=sum(runtime.model_calls),
             proposals=tuple(runtime.tools.proposals),
+            # Nothing to learn from or keep when the database is unavailable.
             interaction=Interaction(
                 conversation_key=conversation_key,
                 session_id=session.id,
@@ -260,7 +276,9 @@ class Assistant:
                 user_text=text,
                 reply=reply,
                 tainted=runtime.tools.tainted,
-            ),
+            )
+            if stored
+            else None,
         )
 
     async def _async_profile(self, speaker: Speaker, text: str) -> str:

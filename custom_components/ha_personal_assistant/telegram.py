@@ -19,14 +19,21 @@ from homeassistant.util import dt as dt_util
 
 from .agent.prompts import (
     HELP_TEXT,
+    REPLY_CONFIRMATION_NOT_STORED,
     REPLY_INTERNAL_ERROR,
     REPLY_NEW_SESSION,
+    REPLY_STORAGE_UNAVAILABLE,
     REPLY_UNKNOWN_COMMAND,
 )
 from .assistant import Speaker
 from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
 from .memory.profile import async_memory_command
-from .security.confirmations import ConfirmationManager, DecisionResult, Outcome
+from .security.confirmations import (
+    ConfirmationManager,
+    DecisionResult,
+    Outcome,
+    summarize,
+)
 from .store import search_audit
 from .store.shared import async_claim_telegram, async_release_telegram
 
@@ -331,6 +338,11 @@ class TelegramGateway:
                     await self._async_handle(incoming)
                 except asyncio.CancelledError:
                     raise
+                except sqlite3.Error as err:
+                    # A command that needs the database (/new, /confirm, ...)
+                    # while it is locked or full: nothing was done.
+                    LOGGER.debug("Storage unavailable for a command: %s", err)
+                    await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
                     await self._async_send(incoming, REPLY_INTERNAL_ERROR)
@@ -379,16 +391,27 @@ class TelegramGateway:
     ) -> None:
         """Store the proposed actions, then ask with Confirm and Cancel buttons.
 
-        Stored first: if the message cannot be sent, /confirm still works.
+        Stored first: if the message cannot be sent, /confirm still works. An
+        action that cannot be stored is refused: it could never be confirmed.
         """
-        action = await self.confirmations.async_propose(
-            conversation_key=incoming.key,
-            bot_entry_id=incoming.bot_entry_id,
-            chat_id=incoming.chat_id,
-            requester=speaker.person,
-            ha_user_id=speaker.ha_user_id,
-            verdicts=proposals,
-        )
+        try:
+            action = await self.confirmations.async_propose(
+                conversation_key=incoming.key,
+                bot_entry_id=incoming.bot_entry_id,
+                chat_id=incoming.chat_id,
+                requester=speaker.person,
+                ha_user_id=speaker.ha_user_id,
+                verdicts=proposals,
+            )
+        except sqlite3.Error as err:
+            LOGGER.debug("Confirmation request not stored: %s", err)
+            summary = summarize(
+                self.hass, [call for verdict in proposals for call in verdict.calls]
+            )
+            await self._async_send(
+                incoming, REPLY_CONFIRMATION_NOT_STORED.format(summary=summary)
+            )
+            return
         response = await self._async_call(
             "send_message",
             {
