@@ -175,6 +175,9 @@ class OllamaReply:
     hang: bool = False
     # Abort the connection after this many NDJSON lines (never sends "done").
     cut_after: int | None = None
+    # Stop sending after this many NDJSON lines and keep the connection open
+    # until the server stops (a model that hangs mid-answer).
+    stall_after: int | None = None
 
 
 def text_reply(
@@ -254,6 +257,15 @@ def cut_reply(
     """
     return OllamaReply(
         content=text, text_chunks=max(after_chunks, 1) + 1, cut_after=after_chunks
+    )
+
+
+def stall_reply(
+    text: str = "partial answer that never", *, after_chunks: int = 2
+) -> OllamaReply:
+    """Build a streamed answer that stops mid-stream with the connection open."""
+    return OllamaReply(
+        content=text, text_chunks=max(after_chunks, 1) + 1, stall_after=after_chunks
     )
 
 
@@ -651,7 +663,9 @@ class FakeOllama:
         lines = list(self._chat_lines(body, name, reply))
         if body.get("stream", True) is False:
             return web.json_response(self._merge_lines(lines))
-        return await self._stream(request, lines, reply.cut_after)
+        return await self._stream(
+            request, lines, reply.cut_after, stall_after=reply.stall_after
+        )
 
     def _reject_chat(self, body: JsonDict) -> web.Response | None:
         """Return Ollama's error for a chat the model cannot run, if any.
@@ -783,12 +797,22 @@ class FakeOllama:
         return web.Response(status=503)
 
     async def _stream(
-        self, request: web.Request, lines: Sequence[JsonDict], cut_after: int | None
+        self,
+        request: web.Request,
+        lines: Sequence[JsonDict],
+        cut_after: int | None,
+        *,
+        stall_after: int | None = None,
     ) -> web.StreamResponse:
         """Write ``lines`` as NDJSON; abort the connection after ``cut_after``."""
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
         for number, line in enumerate(lines):
+            if stall_after is not None and number >= stall_after:
+                # Keep the connection open, sending nothing, until stop().
+                await self._closing.wait()
+                self._drop(request)
+                return response
             if cut_after is not None and number >= cut_after:
                 # Drop the TCP connection without the terminating chunk: the
                 # client sees an incomplete chunked body, like a crash.
