@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP
 from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
@@ -15,15 +17,21 @@ from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
 from .services import async_setup_services
-from .store.shared import async_acquire_storage, async_release_storage
+from .store.shared import (
+    async_acquire_storage,
+    async_release_storage,
+    async_shutdown_storage,
+)
 
 if TYPE_CHECKING:
-    from homeassistant.core import HomeAssistant
+    from homeassistant.core import Event, HomeAssistant
     from homeassistant.helpers.typing import ConfigType
 
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
+# HA waits about 30 s for stop listeners; ours finish well within that.
+SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:  # noqa: ARG001
@@ -96,6 +104,22 @@ async def async_setup_entry(
         raise
     entry.runtime_data = data
     data.gateway.async_start()
+
+    async def _async_on_stop(_event: Event) -> None:
+        # HA does not unload entries when it stops: end the turns in flight
+        # and close the files now, so the stop is not held up and nothing is
+        # half-written. Pending confirmations are already stored.
+        try:
+            async with asyncio.timeout(SHUTDOWN_TIMEOUT):
+                await data.gateway.async_stop()
+                await async_shutdown_storage(hass)
+        except TimeoutError:
+            LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
+
+    # Not listen_once: removing a fired one-time listener on unload warns.
+    entry.async_on_unload(
+        hass.bus.async_listen(EVENT_HOMEASSISTANT_STOP, _async_on_stop)
+    )
     return True
 
 

@@ -80,8 +80,21 @@ async def async_release_storage(hass: HomeAssistant) -> None:
     if holder is None:
         return
     async with holder.lock:
-        holder.users -= 1
+        holder.users = max(0, holder.users - 1)
         if holder.users > 0 or holder.storage is None:
+            return
+        storage, holder.storage = holder.storage, None
+    await _async_close(hass, storage)
+
+
+async def async_shutdown_storage(hass: HomeAssistant) -> None:
+    """Close the files and the executor now, whoever still holds them (HA stops)."""
+    holder = hass.data.get(DATA_STORAGE)
+    if holder is None:
+        return
+    async with holder.lock:
+        holder.users = 0
+        if holder.storage is None:
             return
         storage, holder.storage = holder.storage, None
     await _async_close(hass, storage)
