@@ -15,6 +15,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from ..const import LOGGER
 from . import database as db
 from .database import WAL_PRAGMAS, FaultGate, is_corruption, is_storage_fault
+from .retention import worth_vacuum
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -35,6 +36,12 @@ _PRUNE_SQL = (
     " SELECT MAX(checkpoint_id) FROM checkpoints"
     " WHERE thread_id = ?1 AND checkpoint_ns = '')"
 )
+
+
+async def _scalar(conn: aiosqlite.Connection, sql: str) -> int:
+    async with conn.execute(sql) as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 def _raise_if_damaged(rows: list[Any]) -> None:
@@ -231,6 +238,48 @@ class CheckpointStore:
                 await saver.conn.commit()
         except (sqlite3.Error, TimeoutError) as err:
             LOGGER.debug("Could not prune checkpoints: %s", err)
+
+    async def async_threads(self) -> set[str]:
+        """Return every thread that has a checkpoint."""
+        if self.saver is None:
+            return set()
+        saver = self.saver.inner
+        async with (
+            saver.lock,
+            saver.conn.execute("SELECT DISTINCT thread_id FROM checkpoints") as cur,
+        ):
+            return {str(row[0]) for row in await cur.fetchall()}
+
+    async def async_delete_threads(self, thread_ids: set[str]) -> None:
+        """Forget many threads in one transaction (scheduled pruning)."""
+        if self.saver is None or not thread_ids:
+            return
+        saver = self.saver.inner
+        ids = sorted(thread_ids)
+        async with saver.lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for table in ("writes", "checkpoints"):
+                    await saver.conn.execute(
+                        f"DELETE FROM {table} WHERE thread_id IN ({marks})",  # noqa: S608
+                        chunk,
+                    )
+            await saver.conn.commit()
+
+    async def async_vacuum_if_worth_it(self) -> bool:
+        """Give freed space back to the disk when much of the file is free."""
+        if self.saver is None:
+            return False
+        saver = self.saver.inner
+        async with saver.lock:
+            pages = await _scalar(saver.conn, "PRAGMA page_count")
+            free = await _scalar(saver.conn, "PRAGMA freelist_count")
+            if not worth_vacuum(pages, free):
+                return False
+            await saver.conn.execute("VACUUM")
+            await saver.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return True
 
     async def async_delete_thread(self, thread_id: str) -> None:
         """Forget a conversation thread."""
