@@ -54,8 +54,25 @@ def run_pytest(bench_file: str) -> int:
     )
 
 
+def forget_recordings(telegram: Any, fake_ollama: Any) -> None:
+    """Drop what the fakes recorded (every request); it is not the integration's."""
+    telegram.api.calls.clear()
+    telegram.api.messages.clear()
+    telegram.api.router.reset()
+    fake_ollama.requests.clear()
+    fake_ollama.chat_requests.clear()
+    # aiohttp's TestClient keeps every response it returned until it closes.
+    client = getattr(telegram, "_client", None)
+    if client is not None and isinstance(getattr(client, "_responses", None), list):
+        client._responses.clear()  # noqa: SLF001
+
+
 def quiet_logs() -> None:
-    """Log warnings only: the test plugin's debug logging would be measured too."""
+    """Run like production: no asyncio debug mode, warnings-only logging.
+
+    The test plugin turns both on; they would be measured as our overhead.
+    """
+    asyncio.get_running_loop().set_debug(False)
     logging.getLogger().setLevel(logging.WARNING)
     for name in ("homeassistant", "httpx", "aiohttp", "custom_components", "telegram"):
         logging.getLogger(name).setLevel(logging.WARNING)

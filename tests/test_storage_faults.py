@@ -266,6 +266,11 @@ async def test_a_full_disk_refuses_risky_actions_and_keeps_answering(
     await hass.async_block_till_done()
     assert hass.states.get("lock.front_door").state == "locked"
     assert unlocks == []
+    # Commands that need the database say so instead of failing silently.
+    before = len(telegram.sent_messages())
+    await telegram.send_command("/new")
+    sent = await telegram.wait_for_sent(before + 1)
+    assert "storage is unavailable" in sent[-1]["text"]
 
     # Space is freed; after the back-off everything works again.
     await asyncio.sleep(2.1)
