@@ -223,6 +223,8 @@ def main() -> int:
     second_base = evaluate_injections(baseline_flagged, "holdout_")
     held = evaluate_injections(lambda text: check_text(text).flagged, "holdout2_")
     held_base = evaluate_injections(baseline_flagged, "holdout2_")
+    third = evaluate_injections(lambda text: check_text(text).flagged, "holdout3_")
+    third_base = evaluate_injections(baseline_flagged, "holdout3_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -271,12 +273,28 @@ def main() -> int:
                 f"  TP {title} {label:<18} {pct(ours_table[label])}  "
                 f"{pct(base_table[label])}"
             )
+    print()
+    print("Third held-out set (written by hand, never tuned on)")
+    print(f"  true positives         {pct(third.tp)}  {pct(third_base.tp)}")
+    print(f"  false positives        {pct(third.fp)}  {pct(third_base.fp)}")
+    for title, ours_table, base_table in (
+        ("goal", third.by_goal, third_base.by_goal),
+        ("vector", third.by_vector, third_base.by_vector),
+        ("style", third.by_source, third_base.by_source),
+    ):
+        for label in ours_table:
+            print(
+                f"  TP {title} {label:<18} {pct(ours_table[label])}  "
+                f"{pct(base_table[label])}"
+            )
     if verbose:
         for title, lines in (
             ("second tuning set misses", second.misses),
             ("second tuning set false positives", second.false_positives),
             ("held-out misses", held.misses),
             ("held-out false positives", held.false_positives),
+            ("third held-out misses", third.misses),
+            ("third held-out false positives", third.false_positives),
             ("PII misses", pii.misses),
             ("PII over-redactions", pii.false_positives),
             ("hard benign queries changed", pii.hard_lines),
