@@ -1,8 +1,8 @@
-"""Build the third held-out injection set from its hand-written sources.
+r"""Build the third held-out injection set from its hand-written sources.
 
 ``sources/holdout3_positives.txt`` holds ``goal|style|text`` lines and
 ``sources/holdout3_negatives.txt`` holds ``kind|text`` lines; a literal
-``\\n`` is a line break and ``\\u200b`` a zero-width space. Positives are
+``\n`` is a line break and ``\u200b`` a zero-width space. Positives are
 placed in rotation as a web snippet, a document paragraph and a bare title
 (media or calendar). Run: ``.venv/bin/python bench/security/holdout3.py``.
 """
@@ -43,7 +43,12 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         elif vector == "document":
             text = DOC_CARRIERS[index % len(DOC_CARRIERS)].format(text)
         positives.append(
-            {"goal": goal, "source": f"holdout3:{style}", "text": text, "vector": vector}
+            {
+                "goal": goal,
+                "source": f"holdout3:{style}",
+                "text": text,
+                "vector": vector,
+            }
         )
     negatives = []
     lines = (SOURCES / "holdout3_negatives.txt").read_text("utf-8").splitlines()
@@ -57,7 +62,9 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
 def main() -> None:
     """Write the two JSONL files."""
     for name, rows in zip(
-        ("holdout3_injections.jsonl", "holdout3_benign_texts.jsonl"), build(), strict=True
+        ("holdout3_injections.jsonl", "holdout3_benign_texts.jsonl"),
+        build(),
+        strict=True,
     ):
         with (HERE / name).open("w", encoding="utf-8") as file:
             for row in rows:
