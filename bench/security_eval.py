@@ -225,6 +225,8 @@ def main() -> int:
     held_base = evaluate_injections(baseline_flagged, "holdout2_")
     third = evaluate_injections(lambda text: check_text(text).flagged, "holdout3_")
     third_base = evaluate_injections(baseline_flagged, "holdout3_")
+    fourth = evaluate_injections(lambda text: check_text(text).flagged, "holdout4_")
+    fourth_base = evaluate_injections(baseline_flagged, "holdout4_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -273,20 +275,24 @@ def main() -> int:
                 f"  TP {title} {label:<18} {pct(ours_table[label])}  "
                 f"{pct(base_table[label])}"
             )
-    print()
-    print("Third held-out set (written by hand, never tuned on)")
-    print(f"  true positives         {pct(third.tp)}  {pct(third_base.tp)}")
-    print(f"  false positives        {pct(third.fp)}  {pct(third_base.fp)}")
-    for title, ours_table, base_table in (
-        ("goal", third.by_goal, third_base.by_goal),
-        ("vector", third.by_vector, third_base.by_vector),
-        ("style", third.by_source, third_base.by_source),
+    for title, figures, base in (
+        ("Third held-out set (written by hand, never tuned on)", third, third_base),
+        ("Fourth held-out set (written after the scoring rework)", fourth, fourth_base),
     ):
-        for label in ours_table:
-            print(
-                f"  TP {title} {label:<18} {pct(ours_table[label])}  "
-                f"{pct(base_table[label])}"
-            )
+        print()
+        print(title)
+        print(f"  true positives         {pct(figures.tp)}  {pct(base.tp)}")
+        print(f"  false positives        {pct(figures.fp)}  {pct(base.fp)}")
+        for key, ours_table, base_table in (
+            ("goal", figures.by_goal, base.by_goal),
+            ("vector", figures.by_vector, base.by_vector),
+            ("style", figures.by_source, base.by_source),
+        ):
+            for label in ours_table:
+                print(
+                    f"  TP {key} {label:<18} {pct(ours_table[label])}  "
+                    f"{pct(base_table[label])}"
+                )
     if verbose:
         for title, lines in (
             ("second tuning set misses", second.misses),
@@ -295,6 +301,8 @@ def main() -> int:
             ("held-out false positives", held.false_positives),
             ("third held-out misses", third.misses),
             ("third held-out false positives", third.false_positives),
+            ("fourth held-out misses", fourth.misses),
+            ("fourth held-out false positives", fourth.false_positives),
             ("PII misses", pii.misses),
             ("PII over-redactions", pii.false_positives),
             ("hard benign queries changed", pii.hard_lines),

@@ -1,10 +1,10 @@
-r"""Build the third held-out injection set from its hand-written sources.
+r"""Build the third and fourth held-out injection sets from hand-written sources.
 
-``sources/holdout3_positives.txt`` holds ``goal|style|text`` lines and
-``sources/holdout3_negatives.txt`` holds ``kind|text`` lines; a literal
+``sources/holdoutN_positives.txt`` holds ``goal|style|text`` lines and
+``sources/holdoutN_negatives.txt`` holds ``kind|text`` lines; a literal
 ``\n`` is a line break and ``\u200b`` a zero-width space. Positives are
 placed in rotation as a web snippet, a document paragraph and a bare title
-(media or calendar). Run: ``.venv/bin/python bench/security/holdout3.py``.
+(media or calendar). Run: ``.venv/bin/python bench/security/handwritten.py``.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ def _unescape(text: str) -> str:
     return text.replace("\\n", "\n").replace("\\u200b", "\u200b")
 
 
-def build() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """Return the positive and the negative rows."""
+def build(name: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Return the positive and the negative rows of set ``name``."""
     positives = []
-    lines = (SOURCES / "holdout3_positives.txt").read_text("utf-8").splitlines()
+    lines = (SOURCES / f"{name}_positives.txt").read_text("utf-8").splitlines()
     for index, line in enumerate(line for line in lines if line.strip()):
         goal, style, text = line.split("|", 2)
         vector = VECTORS[index % len(VECTORS)]
@@ -45,30 +45,28 @@ def build() -> tuple[list[dict[str, str]], list[dict[str, str]]]:
         positives.append(
             {
                 "goal": goal,
-                "source": f"holdout3:{style}",
+                "source": f"{name}:{style}",
                 "text": text,
                 "vector": vector,
             }
         )
     negatives = []
-    lines = (SOURCES / "holdout3_negatives.txt").read_text("utf-8").splitlines()
+    lines = (SOURCES / f"{name}_negatives.txt").read_text("utf-8").splitlines()
     for line in lines:
         if line.strip():
             kind, text = line.split("|", 1)
-            negatives.append({"source": f"holdout3:{kind}", "text": _unescape(text)})
+            negatives.append({"source": f"{name}:{kind}", "text": _unescape(text)})
     return positives, negatives
 
 
 def main() -> None:
-    """Write the two JSONL files."""
-    for name, rows in zip(
-        ("holdout3_injections.jsonl", "holdout3_benign_texts.jsonl"),
-        build(),
-        strict=True,
-    ):
-        with (HERE / name).open("w", encoding="utf-8") as file:
-            for row in rows:
-                file.write(json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n")
+    """Write the two JSONL files of each set."""
+    for name in ("holdout3", "holdout4"):
+        for kind, rows in zip(("injections", "benign_texts"), build(name), strict=True):
+            with (HERE / f"{name}_{kind}.jsonl").open("w", encoding="utf-8") as file:
+                for row in rows:
+                    line = json.dumps(row, ensure_ascii=False, sort_keys=True)
+                    file.write(line + "\n")
 
 
 if __name__ == "__main__":
