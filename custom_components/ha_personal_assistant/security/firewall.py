@@ -91,12 +91,16 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "asks for the assistant's instructions",
         re.compile(
-            r"\b(?:your|the)\s+(?:initial|original|starting|first|hidden|secret)\s+"
+            r"\byour\s+(?:initial|original|starting|first|hidden|secret)\s+"
             r"(?:instructions?|prompt|configuration)\b|\bsystem_?prompt\b"
             r"|\brepeat\s+(?:the\s+|all\s+|this\s+)?(?:text|words|conversation|"
             r"everything|instructions?)\s+(?:above|before|you\s+were)"
             r"|\brepeat\s+(?:the\s+above|this\s+entire|the\s+entire|everything\s+above)"
-            r"|\bwhat\s+(?:were|are)\s+you\s+(?:told|instructed)\b"
+            r"|\bwhat\s+(?:were|are)\s+you\s+instructed\b"
+            r"|\bwhat\s+were\s+you\s+told\s+(?:before|at\s+the\s+(?:start|beginning)|"
+            r"initially)\b|\byour\s+(?:system|developer)\s+(?:prompt|message|instructions?)\b"
+            r"|\b(?:repeat|print|reveal|show|output|continue|display)\b[^.!?\n]{0,30}\b"
+            r"(?:system|initial)\s+(?:prompt|message|instructions?|configuration)\b"
             r"|\byou\s+were\s+(?:given|told)\s+(?:at\s+the\s+beginning|initially|before)"
             r"|\bi\s+was\s+instructed\s+to\b|\bmy\s+instructions\s+are\b"
             r"|\binitiali[sz]ation\s+string\b|\boutput\s+the\s+text\s+above\b"
@@ -109,16 +113,9 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"\byou\s+are\s+now\s+(?:dan\b|an?\s+(?:unrestricted|unfiltered|evil|jailbroken)\b|"
             r"in\s+(?:developer|god|admin|maintenance|debug)\s+mode\b|\w+(?:bot|gpt)\b)"
             r"|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|dan\b)"
-            r"|\bdo\s+anything\s+now\b|\bdeveloper\s+mode\b|\bjailbr(?:oken|eak)\b"
-            r"|\byour\s+new\s+(?:role|task|goal|instructions?)\b|\[dan\]"
+            r"|\bdo\s+anything\s+now\b|\bjailbr(?:oken|eak)\b"
+            r"|\byour\s+new\s+(?:task|instructions?)\b|\[dan\]"
             r"|\bnew\s+(?:task|goal|objective|role)\s*:"
-        ),
-    ),
-    (
-        "mentions the system prompt",
-        re.compile(
-            r"\b(?:system|developer)\s+(?:prompt|message|instructions?)\b"
-            r"|\(system_message\)|\bsystem_message\b"
         ),
     ),
     (
@@ -127,9 +124,9 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"\bnew\s+instructions?\s*(?::|-|follow|below|for\s+(?:you|the\s+(?:ai|"
             r"assistant|model|agent)))|\bimportant\s+(?:message|instructions?)\s+"
             r"(?:from|for|to)\b|\bfollowing\s+instructions?\s*:"
-            r"|\bstrictly\s+adhere\b|\bstop\s+everything\b"
+            r"|\bstrictly\s+adhere\b"
             r"|\bthe\s+task\s+(?:that\s+)?i\s+gave\s+you\b"
-            r"|\b(?:verified|authori[sz]ed|official)\s+(?:command|instruction|request)s?\b"
+            r"|\b(?:verified|authori[sz]ed)\s+(?:command|instruction|request)s?\b"
             r"|\bi\s+authori[sz]e\s+you\b"
         ),
     ),
@@ -170,18 +167,18 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         "names a tool",
         re.compile(
             r"\bcall_service\b|\b(?:get_state|list_entities|get_history|web_search|"
-            r"search_documents|remember|forget)\s*\(|\"(?:name|function|tool)\"\s*:"
+            r"search_documents|remember|forget)\s*\("
+            r"|\"(?:name|function|tool)\"\s*:\s*\"(?:call_service|get_state|list_entities|"
+            r"get_history|web_search|search_documents|remember|forget)\""
             r"|\b(?:use|call|run|invoke)\s+(?:the\s+)?(?:web_search|search_documents|"
             r"get_state|list_entities|remember|forget)\b"
-            r"|\b(?:lock|alarm_control_panel|cover|camera|switch|light)\."
-            r"(?:unlock|open|open_cover|alarm_disarm|turn_off|turn_on)\b"
         ),
     ),
     (
         "tells the assistant to act on a lock or alarm",
         re.compile(
-            r"(?:[:;(\[*<>\"/`]\s*|\b(?:and|then|please|always|now|must|should|first|"
-            r"immediately|todo|do)\s+)"
+            r"(?:[;(\[*<>\"/`]\s*|\btodo\s*:\s*|\b(?:and|then|please|always|now|must|"
+            r"should|first|immediately|todo|do)\s+)"
             + _ACTIONS
             + r"\b[^.!?\n]{0,40}\b"
             + _GUARDED
@@ -202,7 +199,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "asks to skip confirmation",
         re.compile(
-            r"\bwithout\s+(?:asking|confirm\w*|permission|the\s+user)\b"
+            r"\bwithout\s+(?:confirm\w*|asking\s+(?:the\s+)?(?:user|owner))\b"
             r"|\b(?:skip|bypass|disable)\b[^.!?\n]{0,20}\bconfirm\w*"
             r"|\b(?:do\s+not|don't|never)\s+ask\s+(?:for\s+)?(?:confirm\w*|permission)"
             r"|\b(?:do\s+not|don't|never)\s+(?:tell|inform|notify|mention\s+(?:it\s+)?to)"
@@ -260,6 +257,10 @@ _OWNER: Final = (
     r"用户|主人)"
 )
 
+_ROLE_PLAY: Final = "frames a role-play"
+# "You are Sherlock Holmes": a persona named with a capital, read before folding.
+_NAMED_PERSONA: Final = re.compile(r"\b[Yy]ou\s+are\s+(?:now\s+)?[A-Z][\w-]+")
+
 # Weak cues: each alone is common in ordinary text (a manual says "open the
 # garage door", a shop says "act now", a how-to mentions the assistant). Text
 # is withheld when cues add up to FLAG_SCORE: a house goal *and* a sign that
@@ -278,6 +279,7 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"(?:go\s+up|opened|unlocked|left\s+open)"
             r"|\b(?:alarms?|security)\b[^.!?\n]{0,30}\b(?:disarmed|silenced|off)\b"
             r"|\b(?:unlocks?|opens?)\s+(?:every|all)\s+(?:doors?|locks?)\b"
+            r"|\blet\s+(?:the\s+)?(?:\w+\s+){0,2}" + _GUARDED + r"\s+(?:unlock|open)"
             # German, French, Spanish, Polish, Russian, Chinese
             r"|\b(?:öffne|entriegle|entsperre|deaktiviere|schalte)\b[^.!?\n]{0,40}"
             r"(?:tür|schloss|garage|tor|alarm)"
@@ -296,9 +298,9 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         "asks for the household's private data",
         re.compile(
             r"\b(?:address|coordinates|gps|latitude|phone\s+number|post\s?code|street|"
-            r"where\s+(?:\w+\s+){0,3}lives?)\b[^.!?\n]{0,60}\b" + _OWNER + r"\b"
+            r"where\s+(?:\w+\s+){0,4}lives?)\b[^.!?\n]{0,60}\b" + _OWNER + r"\b"
             r"|\b" + _OWNER + r"(?:'s)?\b[^.!?\n]{0,40}\b(?:address|coordinates|"
-            r"phone\s+number|street|where\s+(?:\w+\s+){0,3}lives?)\b"
+            r"phone\s+number|street|where\s+(?:\w+\s+){0,4}lives?)\b"
             r"|\bhome\s+(?:address|coordinates|location)\b"
             r"|(?:adresse|anschrift|dirección|adres|адрес|地址|住址)"
         ),
@@ -306,12 +308,13 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "asks to keep a rule",
         re.compile(
-            r"\b(?:remember|memori[sz]e|store|save|keep\s+in\s+mind|commit\s+to\s+"
+            r"\b(?:remember|memori[sz]\w*|store|save|keep\s+in\s+mind|commit\s+to\s+"
             r"(?:long-term\s+)?memory|make\s+a\s+note|memory\.add|memory_write|"
             r"profile_update|append\s+to\s+(?:the\s+)?(?:user\s+)?profile|"
             r"update\s+(?:the\s+)?(?:user's\s+|owner's\s+|your\s+)?(?:profile|memory))\b"
             r"[^.!?\n]{0,60}\b(?:rule|forever|permanent\w*|from\s+now\s+on|for\s+the\s+"
             r"future|standing|long-term|memory|profile|no\s+longer|never|always)\b"
+            r"|\bmemory\s+(?:should|must|will)\s+be\b"
             r"|\b(?:merk\w*\s+dir|mémorise|retiens|guarda\s+en\s+tu\s+memoria|memoriza|"
             r"recuerda|zapamiętaj)\b|запомни|记住"
         ),
@@ -329,6 +332,9 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"|\bend\s+(?:its|your)\s+answer\s+with\b|\bfooter\s+for\s+the\s+reply\b"
             r"|\b(?:include|add|append|put|insert)\s+(?:the\s+|this\s+)?(?:link|url)\b"
             r"|\b(?:bit\.ly|tinyurl\.com|goo\.gl|t\.co|is\.gd)/"
+            r"|(?:https?://|www\.)[^\n]{0,120}(?:anmelden|connecter|sesión|zalog|войти|登录|"
+            r"访问|下载)|(?:anmelden|connecter|sesión|zalog|войти|登录|访问|下载|ссылк|链接|"
+            r"用户)[^\n]{0,120}(?:https?://|www\.)"
         ),
     ),
     (
@@ -340,6 +346,8 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"process\w*|pars\w+|sees?|seeing|index\w*|relay\w*|summari[sz]\w*|"
             r"ends?\s+up|handl\w+|that\s+are\s+ai)\b"
             r"|\bwhoever\s+(?:is\s+)?(?:reads?|reading|summari[sz]\w*|process\w*)"
+            r"|\b(?:ais|assistants|agents|bots|models|llms|chat\s?bots)\s+(?:that|who|which)"
+            r"\s+(?:reads?|process\w*|pars\w+|sees?|summari[sz]\w*|index\w*)\b"
             r"|\b(?:when|while|after|before)\s+(?:you\s+(?:are\s+)?)?(?:summari[sz]\w*|"
             r"read\w*|process\w*|translat\w*|answer\w*)\s+(?:this|the)\s+(?:page|text|"
             r"article|document|review|snippet|e-?mail|message|post|entry)\b"
@@ -362,7 +370,9 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "tells the reader what to do",
         re.compile(
-            r"\b(?:please|kindly|could\s+you|would\s+you|would\s+you\s+mind|"
+            r"\b(?:please|kindly|(?:could|would|can)\s+you\s+(?:please|kindly)|"
+            r"would\s+you\s+mind|(?:reply|respond|answer)\s+with|before\s+(?:you\s+)?"
+            r"(?:answer|reply|respond|continue|proceed|complete|finish|summari[sz]e|solve)\w*|"
             r"i'd\s+like\s+(?:you|the)|we'd\s+(?:really\s+)?appreciate|as\s+a\s+courtesy|"
             r"(?:small|tiny)\s+(?:favou?r|request)|be\s+so\s+kind|you\s+(?:must|should|"
             r"need\s+to|have\s+to)|(?:is|are)\s+(?:expected\s+|kindly\s+asked\s+)?to|"
@@ -372,6 +382,16 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"reply|response))\b"
             r"|\b(?:bitte|por\s+favor|proszę|s'il\s+te\s+plaît|merci)\b|пожалуйста|请"
             r"|\b(?:du\s+musst|tu\s+dois|debes|musisz)\b"
+            r"|\b(?:report|output|print|say|respond|reply|answer)\s*:"
+            # Imperatives of the verbs an attack needs, in the other languages.
+            r"|\b(?:öffne|entriegle|schalte|merke|schreib\w?|schick\w?|sag|gib|speichere|"
+            r"ouvre|déverrouille|désactive|mémorise|retiens|dis|indique|écris|envoie|"
+            r"abre|desactiva|desarma|guarda|recuerda|dile|escribe|envía|incluye|"
+            r"otwórz|wyłącz|zapamiętaj|powiedz|podaj|napisz|wyślij)\b"
+            r"|(?:открой|отключи|запомни|скажи|напиши|отправь|пришли)"
+            r"|\b(?:in\s+deine[rn]?\s+antwort|dans\s+ta\s+réponse|en\s+tu\s+respuesta|"
+            r"w\s+odpowiedzi|bevor\s+du|avant\s+de\s+répondre|antes\s+de\s+responder|"
+            r"zanim\s+odpowiesz)\b|в\s+ответе|在回答|回答中"
         ),
     ),
     (
@@ -379,7 +399,8 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(
             r"\b(?:urgent\w*|emergency\s*[:!]|this\s+is\s+an\s+emergency|immediately|right\s+(?:now|away)|at\s+once|"
             r"asap|no\s+time|every\s+second|this\s+second|final\s+notice|last\s+warning|"
-            r"time-critical|within\s+(?:the\s+hour|\d+\s+hours?)|pre-?approved|"
+            r"time-critical|(?:this\s+is\s+)?required\s+for\s+the\s+(?:security\s+)?\w+|stop\s+everything|official\s+(?:command|instruction|request)s?|"
+            r"within\s+(?:the\s+hour|\d+\s+hours?)|pre-?approved|"
             r"(?:already\s+)?(?:authori[sz]ed|approved)|no\s+questions|"
             r"(?:owner|homeowner|user)\s+(?:has\s+)?(?:already\s+)?(?:agreed|approved|"
             r"authori[sz]ed|consented|granted|wants|allowed))\b"
@@ -394,18 +415,19 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"\b(?:say\s+nothing|no\s+need\s+to\s+ask|doesn't\s+need\s+to\s+know|"
             r"don't\s+need\s+to\s+know|do\s+not\s+wait\s+for\s+the\s+user|"
             r"no\s+time\s+to\s+(?:confirm|ask)|ask\s+nothing|quietly|silently|"
-            r"never\s+ask\s+(?:before|first|again))\b"
+            r"never\s+ask\s+(?:before|first|again)|without\s+(?:asking|permission|the\s+user))"
+            r"\b"
             r"|\b(?:nicht\s+nachfragen|sin\s+pedir\s+confirmación|nie\s+pytaj|"
             r"sans\s+demander)\b|не\s+говори|подтверждение\s+не\s+нужно|不要告诉"
         ),
     ),
     (
-        "frames a role-play",
+        _ROLE_PLAY,
         re.compile(
             r"\b(?:pretend\s+(?:you|to)|imagine\s+you|let's\s+(?:play|pretend)|"
             r"role-?play|play\s+the\s+role|you're\s+now\s+playing|you\s+are\s+now|"
             r"from\s+this\s+point\s+you|in\s+this\s+story\s+you|simulation\s+mode|"
-            r"hypothetically|you\s+are\s+(?:an?\s+)?(?:\w+\s+){0,2}(?:bot|actor|"
+            r"hypothetically|developer\s+mode|your\s+new\s+(?:role|goal)|you\s+are\s+(?:an?\s+)?(?:\w+\s+){0,2}(?:bot|actor|"
             r"admin\w*|locksmith|butler))\b"
         ),
     ),
@@ -419,20 +441,38 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"|\"?(?:approved|verified)\"?\s*:\s*true|\bbegin\s+system\b"
             r"|^\s*#+\s*(?:instruction|tool|system)|\(automated\b|\(internal\)"
             r"|\bpending\s+job\b|\bmandatory\b|\binstruction\s+override\b"
-            r"|\bmaintenance\s+mode\b"
+            r"|\bmaintenance\s+mode\b|\[tool\b|\boverride\b"
+            r"|\bimportant\s+update\b|\bupdate\s+from\s+(?:\w+\s+){0,3}support\b"
         ),
     ),
     (
         "hides text in markup",
         re.compile(
             r"<!--|display\s*:\s*none|<\w+[^>]*\bhidden\b|\[//\]:|\[hidden\]:|/\*|%%"
-            r"|<meta\s+name=\"ai|```"
+            r"|<meta\s+name=\"ai|```|white-text|invisible\s+to\s+humans|\(hidden\)"
         ),
     ),
     (
         "disguises words",
         re.compile(
             r"\b(?:base64|rot-?13|decode|reverse\s+this|letter\s+by\s+letter)\b"
+        ),
+    ),
+    (
+        "names a service or tool field",
+        re.compile(
+            r"\"(?:name|function|tool)\"\s*:"
+            r"|\b(?:lock|alarm_control_panel|cover|camera|switch|light)\."
+            r"(?:unlock|open|open_cover|alarm_disarm|turn_off|turn_on)\b"
+        ),
+    ),
+    (
+        "asks about its instructions",
+        re.compile(
+            r"\b(?:system|developer)\s+(?:prompt|message|instructions?)\b"
+            r"|\(system_message\)|\bsystem_message\b"
+            r"|\bthe\s+(?:initial|original|hidden|secret)\s+(?:instructions?|prompt)\b"
+            r"|\bwhat\s+(?:were|are)\s+you\s+told\b"
         ),
     ),
     (
@@ -520,6 +560,12 @@ def _views(clean: str, folded: str) -> tuple[list[str], list[str]]:
         views.append(" ".join(word[::-1] for word in reversed(folded.split())))
     if "hxxp" in folded or "[.]" in folded:
         disguises.append("defangs a link")
+    if _NAMED_PERSONA.search(clean) and not any(
+        pattern.search(folded)
+        for reason, pattern in WEAK_SIGNALS
+        if reason == _ROLE_PLAY
+    ):
+        disguises.append(_ROLE_PLAY)
     return views, disguises
 
 
