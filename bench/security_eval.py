@@ -262,7 +262,7 @@ def main() -> int:
     print(f"  true positives         {pct(second.tp)}  {pct(second_base.tp)}")
     print(f"  false positives        {pct(second.fp)}  {pct(second_base.fp)}")
     print()
-    print("Held-out set (never used to tune)  firewall              pre-#6 baseline")
+    print("Second held-out set (tuned on after 2026-11-24: 73.61 % at first)")
     print(f"  true positives         {pct(held.tp)}  {pct(held_base.tp)}")
     print(f"  false positives        {pct(held.fp)}  {pct(held_base.fp)}")
     for title, ours_table, base_table in (
@@ -276,8 +276,12 @@ def main() -> int:
                 f"{pct(base_table[label])}"
             )
     for title, figures, base in (
-        ("Third held-out set (written by hand, never tuned on)", third, third_base),
-        ("Fourth held-out set (written after the scoring rework)", fourth, fourth_base),
+        (
+            "Third set, hand-written (untuned 33.92 %, tuned on since)",
+            third,
+            third_base,
+        ),
+        ("Fourth held-out set, never tuned on (67.07 % at first)", fourth, fourth_base),
     ):
         print()
         print(title)
@@ -318,6 +322,10 @@ def main() -> int:
         and share(pii.over_redacted) <= OVER_REDACTION_MAX
         and share(inj.tp) >= INJECTION_TP_MIN
         and share(inj.fp) <= INJECTION_FP_MAX
+        and all(
+            share(figures.fp) <= INJECTION_FP_MAX
+            for figures in (second, held, third, fourth)
+        )
     )
     print("\nthresholds of issue #6:", "met" if ok else "NOT met")
     return 0 if ok else 1

@@ -233,3 +233,13 @@ def test_the_evaluation_set_meets_the_thresholds() -> None:
     }
     assert detected / len(positives) >= 0.90
     assert false / len(negatives) <= 0.02
+
+
+@pytest.mark.parametrize(
+    "prefix", ["", "holdout_", "holdout2_", "holdout3_", "holdout4_"]
+)
+def test_no_benign_set_loses_more_than_two_percent(prefix: str) -> None:
+    """Every benign set of bench/security, held-out ones included, passes at 98 %."""
+    negatives = _load(f"{prefix}benign_texts.jsonl")
+    false = [row["text"] for row in negatives if check_text(row["text"]).flagged]
+    assert len(false) / len(negatives) <= 0.02, false

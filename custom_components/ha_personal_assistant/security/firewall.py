@@ -496,6 +496,9 @@ _OTHER_SCRIPT: Final = re.compile(
     "[\u0370-\u03ff\u0400-\u04ff\u1950-\u197f\u0250-\u02af]"
 )
 _WORD: Final = re.compile(r"\S+")
+_MIXED_WORD: Final = re.compile(
+    r"(?=\S*[a-z])(?=\S*[0-9@$\u0250-\u02af\u0370-\u03ff\u0400-\u04ff\u1950-\u197f])\S+"
+)
 _SPELLED: Final = re.compile(r"\b(?:\w[ .\-_]{1,3}){3,}\w\b")
 _GAP: Final = re.compile(r"[ .\-_]{1,3}")
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/]{12,}={0,2}")
@@ -538,7 +541,9 @@ def _views(clean: str, folded: str) -> tuple[list[str], list[str]]:
     """Return readings of the text that undo disguises, and the disguises found."""
     views: list[str] = []
     disguises: list[str] = []
-    plain = folded.translate(_CONFUSABLES)
+    # Only words that mix Latin letters with digits or other scripts are
+    # disguised; times, prices and Cyrillic prose stay as they are.
+    plain = _MIXED_WORD.sub(lambda m: m.group(0).translate(_CONFUSABLES), folded)
     if plain != folded:
         views.append(plain)
         if _mixed_script(folded):
