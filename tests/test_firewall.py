@@ -65,6 +65,9 @@ def test_injections_are_flagged(text: str) -> None:
         "I unlock the door at 7 for the cleaner",
         "Opening hours: Monday to Friday 9:00-18:00.",
         "Kitchen Door Lock",
+        # Facts a user asks to remember, in two languages.
+        "Please remember that I like my tea without sugar",
+        "Bitte merke dir: ich trinke keinen Kaffee",
     ],
 )
 def test_ordinary_text_passes(text: str) -> None:

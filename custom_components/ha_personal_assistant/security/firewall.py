@@ -315,8 +315,10 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"[^.!?\n]{0,60}\b(?:rule|forever|permanent\w*|from\s+now\s+on|for\s+the\s+"
             r"future|standing|long-term|memory|profile|no\s+longer|never|always)\b"
             r"|\bmemory\s+(?:should|must|will)\s+be\b"
-            r"|\b(?:merk\w*\s+dir|mémorise|retiens|guarda\s+en\s+tu\s+memoria|memoriza|"
-            r"recuerda|zapamiętaj)\b|запомни|记住"
+            r"|(?:\b(?:merk\w*\s+dir|mémorise|retiens|guarda\s+en\s+tu\s+memoria|"
+            r"memoriza|recuerda|zapamiętaj)\b|запомни|记住)[^.!?\n。]{0,60}"
+            r"(?:dauerhaft|für\s+immer|regel|définitivement|pour\s+toujours|règle|"
+            r"para\s+siempre|regla|na\s+stałe|zawsze|reguł|навсегда|правил|永远|规则)"
         ),
     ),
     (
