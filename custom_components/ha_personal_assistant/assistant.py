@@ -243,12 +243,14 @@ class Assistant:
         except Exception as err:  # noqa: BLE001 - every failure gets a reply
             # A restricted action proposed before the failure still gets its
             # confirmation request: the user asked for it, the policy resolved it.
+            self.checkpoints.turn_ended(session.thread_id)
             return TurnResult(
                 self._explain(err),
                 ok=False,
                 model_seconds=sum(runtime.model_calls),
                 proposals=tuple(runtime.tools.proposals),
             )
+        self.checkpoints.turn_ended(session.thread_id)
         self.health.succeeded()
         if stored:
             self.hass.async_create_background_task(

@@ -73,6 +73,10 @@ class ResilientSaver(BaseCheckpointSaver[str]):
         """Run the thread's next turn without saving it."""
         self._unsaved.add(thread_id)
 
+    def turn_ended(self, thread_id: str) -> None:
+        """Forget the thread's mark once a turn ended, saved or not (it failed)."""
+        self._unsaved.discard(thread_id)
+
     async def _guard[T](self, call: Awaitable[T]) -> T:
         self.gate.check()
         try:
@@ -222,6 +226,11 @@ class CheckpointStore:
         """Run the thread's next turn as a new conversation, without saving."""
         if self.saver is not None:
             self.saver.skip_saving(thread_id)
+
+    def turn_ended(self, thread_id: str) -> None:
+        """Let the thread's next turn load and save normally again."""
+        if self.saver is not None:
+            self.saver.turn_ended(thread_id)
 
     async def async_prune(self, thread_id: str) -> None:
         """Delete every checkpoint of the thread but the newest."""
