@@ -34,6 +34,7 @@ from .const import LOGGER, RECURSION_LIMIT
 from .context import build_context, profile_budget
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
+from .stats import TurnStats
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
@@ -172,6 +173,8 @@ class Assistant:
         self.after_reply: list[AfterReply] = []
         # Keeps history and summaries; set by runtime.
         self.history: HistoryKeeper | None = None
+        # Recent latencies and errors, for the sensors and diagnostics.
+        self.stats = TurnStats()
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""

@@ -510,6 +510,7 @@ class TelegramGateway:
         self.last_latency = time.monotonic() - started
         if result.proposals:
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
         # Only now: summaries and learning must never delay the reply.
         self.assistant.async_after_reply(result)
 
@@ -572,6 +573,7 @@ class TelegramGateway:
                 incoming, "Something went wrong. /actions shows what happened."
             )
             return
+        self.assistant.stats.async_notify()
         try:
             self.confirmations.fault("before_answer")
             await self._async_answer_press(incoming, result.text)
@@ -625,6 +627,7 @@ class TelegramGateway:
             Outcome.NOT_FOUND,
         ):
             await self._async_show_outcome(incoming, result, result.action.message_id)
+        self.assistant.stats.async_notify()
         return result.text
 
     async def _async_recent_actions(self, incoming: Incoming) -> str:

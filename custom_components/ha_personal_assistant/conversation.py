@@ -1,0 +1,160 @@
+"""Assist: the same agent, memory and permission rules in HA's own conversations."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Final, Literal, override
+
+from homeassistant.components import conversation
+from homeassistant.components.conversation.models import AbstractConversationAgent
+from homeassistant.const import MATCH_ALL
+from homeassistant.helpers import intent
+
+from .assistant import Speaker
+from .entity import PersonalAssistantEntity
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+    from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+
+    from .data import PersonalAssistantConfigEntry
+
+# What answers a pending confirmation, in the languages households use most.
+# Anything else is a new request and leaves the confirmation pending.
+YES_WORDS: Final = frozenset(
+    {
+        "yes", "yeah", "yep", "sure", "confirm", "do it", "ok", "okay", "yes please",
+        "ja", "jawohl", "bestätigen", "oui", "confirmer", "sí", "si", "confirmar",
+        "sì", "conferma", "bevestig", "bevestigen", "sim", "tak", "da", "jo",
+    }
+)  # fmt: skip
+NO_WORDS: Final = frozenset(
+    {
+        "no", "nope", "cancel", "stop", "don't", "do not", "no thanks",
+        "nein", "abbrechen", "non", "annuler", "cancelar", "annulla", "nee",
+        "annuleer", "não", "nao", "nie", "anuluj", "nej", "nei", "avbryt", "net",
+    }
+)  # fmt: skip
+_PUNCTUATION: Final = re.compile(r"[^\w\s']+")
+ASK_CONFIRMATION: Final = "Please confirm: {summary}. Say yes or no."
+
+
+def parse_answer(text: str) -> bool | None:
+    """Return True for a yes, False for a no, None for anything else."""
+    words = " ".join(_PUNCTUATION.sub(" ", text.casefold()).split())
+    if words in YES_WORDS:
+        return True
+    if words in NO_WORDS:
+        return False
+    return None
+
+
+async def async_setup_entry(
+    hass: HomeAssistant,  # noqa: ARG001
+    entry: PersonalAssistantConfigEntry,
+    async_add_entities: AddConfigEntryEntitiesCallback,
+) -> None:
+    """Add the entry's conversation agent."""
+    async_add_entities([PersonalAssistantConversationEntity(entry)])
+
+
+class PersonalAssistantConversationEntity(
+    conversation.ConversationEntity,
+    AbstractConversationAgent,
+    PersonalAssistantEntity,
+):
+    """Answers Assist with the same agent that answers Telegram."""
+
+    _attr_name = None
+    _attr_supported_features = conversation.ConversationEntityFeature.CONTROL
+
+    def __init__(self, entry: PersonalAssistantConfigEntry) -> None:
+        """Attach the agent to the entry's device."""
+        PersonalAssistantEntity.__init__(self, entry, "")
+
+    @property
+    @override
+    def supported_languages(self) -> list[str] | Literal["*"]:
+        """Answer in whatever language the user speaks."""
+        return MATCH_ALL
+
+    @override
+    async def async_added_to_hass(self) -> None:
+        """Register as the entry's conversation agent."""
+        await super().async_added_to_hass()
+        conversation.async_set_agent(self.hass, self.entry, self)
+
+    @override
+    async def async_will_remove_from_hass(self) -> None:
+        """Unregister the agent."""
+        conversation.async_unset_agent(self.hass, self.entry)
+        await super().async_will_remove_from_hass()
+
+    @override
+    async def _async_handle_message(
+        self,
+        user_input: conversation.ConversationInput,
+        chat_log: conversation.ChatLog,
+    ) -> conversation.ConversationResult:
+        """Decide a pending confirmation, or run a turn of the agent."""
+        data = self.entry.runtime_data
+        confirmations = data.gateway.confirmations
+        key = f"assist:{chat_log.conversation_id}"
+        user_id = user_input.context.user_id
+        name: str | None = None
+        if user_id is not None and (
+            user := await self.hass.auth.async_get_user(user_id)
+        ):
+            name = user.name
+        # The HA user is the person: the same profile as their mapped Telegram
+        # account. A voice satellite without a user confirms within its own
+        # conversation only.
+        speaker = Speaker(
+            person=f"ha:{user_id}" if user_id else "assist",
+            name=name,
+            ha_user_id=user_id,
+        )
+        reply: str
+        ask_again = False
+        pending = await confirmations.async_find(
+            token=None, conversation_key=key, user=speaker.person
+        )
+        answer = parse_answer(user_input.text) if pending is not None else None
+        if answer is not None:
+            decided = await confirmations.async_decide(
+                pending, user=speaker.person, confirm=answer
+            )
+            reply = decided.text
+            data.assistant.stats.async_notify()
+        else:
+            started = time.monotonic()
+            result = await data.assistant.async_turn(key, user_input.text, speaker)
+            reply = result.reply
+            if result.proposals:
+                action = await confirmations.async_propose(
+                    conversation_key=key,
+                    bot_entry_id=None,
+                    chat_id=None,
+                    requester=speaker.person,
+                    ha_user_id=speaker.ha_user_id,
+                    verdicts=result.proposals,
+                )
+                reply = "\n\n".join(
+                    [reply, ASK_CONFIRMATION.format(summary=action.summary)]
+                )
+                ask_again = True
+            data.assistant.stats.async_record_result(
+                "assist", result, time.monotonic() - started
+            )
+            data.assistant.async_after_reply(result)
+        chat_log.async_add_assistant_content_without_tools(
+            conversation.AssistantContent(agent_id=self.entity_id or "", content=reply)
+        )
+        response = intent.IntentResponse(language=user_input.language)
+        response.async_set_speech(reply)
+        return conversation.ConversationResult(
+            response=response,
+            conversation_id=chat_log.conversation_id,
+            continue_conversation=ask_again,
+        )
