@@ -161,7 +161,7 @@ async def test_no_cancels_the_unlock_in_assist(
     fake_ollama: FakeOllama,
     hass_admin_user: Any,
 ) -> None:
-    """ "Nein" (any listed language) cancels; a later "yes" has nothing to run."""
+    """A "Nein" (or no in another language) cancels; a later yes runs nothing."""
     fake_ollama.tool_call("call_service", UNLOCK).reply("Please confirm.")
     asked = await _converse(
         hass, assistant, "Unlock the front door", hass_admin_user.id
