@@ -67,9 +67,7 @@ class OllamaMonitor:
     @callback
     def async_start(self) -> CALLBACK_TYPE:
         """Check now and then every minute; return the function that stops it."""
-        self.entry.async_create_background_task(
-            self.hass, self.async_check(), "ha_personal_assistant ollama check"
-        )
+        self._async_tick(dt_util.utcnow())
         return async_track_time_interval(
             self.hass,
             self._async_tick,
@@ -78,8 +76,12 @@ class OllamaMonitor:
             cancel_on_shutdown=True,
         )
 
-    async def _async_tick(self, _now: datetime) -> None:
-        await self.async_check()
+    @callback
+    def _async_tick(self, _now: datetime) -> None:
+        # A task of the entry: cancelled when it unloads.
+        self.entry.async_create_task(
+            self.hass, self.async_check(), "ha_personal_assistant ollama check"
+        )
 
     @callback
     def async_listen(self, listener: Callable[[], None]) -> CALLBACK_TYPE:

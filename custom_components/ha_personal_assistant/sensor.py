@@ -136,6 +136,7 @@ class PendingConfirmationsSensor(PersonalAssistantEntity, SensorEntity):
     @override
     async def async_added_to_hass(self) -> None:
         """Count now, and again whenever something changes."""
+        await self.async_update()
         self.async_on_remove(
             self.entry.runtime_data.assistant.stats.async_listen(
                 lambda: self.async_schedule_update_ha_state(force_refresh=True)
