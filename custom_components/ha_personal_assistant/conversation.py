@@ -37,6 +37,7 @@ NO_WORDS: Final = frozenset(
     }
 )  # fmt: skip
 _PUNCTUATION: Final = re.compile(r"[^\w\s']+")
+PARALLEL_UPDATES: Final = 0
 ASK_CONFIRMATION: Final = "Please confirm: {summary}. Say yes or no."
 
 

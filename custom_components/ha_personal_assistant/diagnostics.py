@@ -1,4 +1,4 @@
-"""Diagnostics: versions, settings, counts, recent latencies and errors; nothing personal."""
+"""Diagnostics: versions, settings, counts, latencies and errors; nothing personal."""
 
 from __future__ import annotations
 
