@@ -53,7 +53,27 @@ async function shot(page, name) {
   console.log(`saved docs/${name}`);
 }
 
-const tokens = await onboard();
+// Log in through the login flow (when onboarding was done before).
+async function login() {
+  const flow = await json(`${HA}/auth/login_flow`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({
+      client_id: CLIENT_ID,
+      handler: ["homeassistant", null],
+      redirect_uri: `${HA}/?auth_callback=1`,
+    }),
+  });
+  const done = await json(`${HA}/auth/login_flow/${flow.flow_id}`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ client_id: CLIENT_ID, username: USER.username, password: USER.password }),
+  });
+  return tokensFromCode(done.result);
+}
+
+const steps = await json(`${HA}/api/onboarding`);
+const tokens = steps.some((step) => step.step === "user" && !step.done) ? await onboard() : await login();
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM,
   args: [
@@ -79,24 +99,49 @@ try {
   });
   const page = await context.newPage();
   page.setDefaultTimeout(60000);
+  try {
+    await takeShots(page);
+  } catch (err) {
+    await page.screenshot({ path: path.join(process.env.NODE_PATH, "..", "failed.png") });
+    throw err;
+  }
+} finally {
+  await browser.close();
+}
 
+async function takeShots(page) {
+  if (!process.env.ONLY_OPTIONS) await configFlowShots(page);
+  await optionsShots(page);
+}
+
+async function configFlowShots(page) {
   // The config flow, opened the way "Add integration" opens it.
   await page.goto(`${HA}/config/integrations/dashboard/add?domain=ha_personal_assistant`);
+  await page.getByRole("button", { name: "OK" }).click();
   await page.getByText("Ollama", { exact: false }).first().waitFor();
   await shot(page, "config-flow-server.png");
   await page.getByRole("button", { name: /submit|next/i }).click();
   await page.getByText(/model/i).first().waitFor();
   await shot(page, "config-flow-model.png");
   await page.getByRole("button", { name: /submit|next/i }).click();
-  await page.getByText(/created|success/i).first().waitFor();
+  // HA offers to name the new device and put it in an area.
+  await page.getByRole("button", { name: /skip and finish|finish/i }).first().waitFor();
   await shot(page, "config-flow-done.png");
-  await page.keyboard.press("Escape");
+  await page.getByRole("button", { name: /skip and finish|finish/i }).first().click();
 
+}
+
+async function optionsShots(page) {
   // The options flow, from the integration's page.
   await page.goto(`${HA}/config/integrations/integration/ha_personal_assistant`);
   await page.getByRole("button", { name: /configure/i }).first().click();
   await page.getByText(/confirmation/i).first().waitFor();
   await shot(page, "options-flow.png");
-} finally {
-  await browser.close();
+  await page.keyboard.press("Escape");
+
+  // The entry's service device with its sensors.
+  await page.goto(`${HA}/config/integrations/integration/ha_personal_assistant`);
+  await page.getByText(/1 service/i).first().click();
+  await page.getByText(/model status/i).first().waitFor();
+  await shot(page, "device.png");
 }

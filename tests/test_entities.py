@@ -91,7 +91,7 @@ async def test_one_device_carries_the_translated_sensors(
     assert names == {
         "pending_confirmations": f"{MODEL} Pending confirmations",
         "last_reply_latency": f"{MODEL} Last reply latency",
-        "context_tokens": f"{MODEL} Context tokens of the last turn",
+        "context_tokens": f"{MODEL} Context tokens",
         "model_status": f"{MODEL} Model status",
     }
     await _wait_status(hass, assistant, "ok")
