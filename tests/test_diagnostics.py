@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.setup import async_setup_component
+from syrupy.filters import props
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
 )
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
         ClientSessionGenerator,
     )
 
+    from syrupy.assertion import SnapshotAssertion
+
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
@@ -46,6 +49,7 @@ async def test_diagnostics_hold_no_secret_and_no_personal_text(
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
     hass_admin_user: Any,
+    snapshot: SnapshotAssertion,
 ) -> None:
     """A remembered fact, a message, a password in the URL: none is in the file."""
     await async_setup_house(hass)
@@ -98,6 +102,22 @@ async def test_diagnostics_hold_no_secret_and_no_personal_text(
     assert turn["ok"] is True
     assert turn["seconds"] > 0
     assert "remember" in diagnostics["tools"]
+    # The whole layout, without what changes from run to run (or with the
+    # tables and tools other features add).
+    assert diagnostics == snapshot(
+        exclude=props(
+            "counts",
+            "tools",
+            "context_tokens",
+            "versions",
+            "ollama_url",
+            "ts",
+            "seconds",
+            "model_seconds",
+            "checked_at",
+            "unique_id",
+        )
+    )
 
 
 async def test_diagnostics_list_recent_failures(
