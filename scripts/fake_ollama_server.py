@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fake_ollama import FakeOllama  # noqa: E402
+from tests.fake_ollama import FakeOllama
 
 PORT = 11434
 

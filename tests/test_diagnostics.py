@@ -6,13 +6,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.setup import async_setup_component
-from syrupy.filters import props
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
 )
 from pytest_homeassistant_custom_component.components.diagnostics import (  # type: ignore[import-untyped]
     get_diagnostics_for_config_entry,
 )
+from syrupy.filters import props
 
 from custom_components.ha_personal_assistant.const import (
     CONF_ALLOWED_USER_IDS,
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from pytest_homeassistant_custom_component.typing import (  # type: ignore[import-untyped]
         ClientSessionGenerator,
     )
-
     from syrupy.assertion import SnapshotAssertion
 
     from .fake_ollama import FakeOllama
