@@ -23,7 +23,7 @@ async def main() -> None:
     server = FakeOllama()
     server.default = lambda _request: "Hello from the fake Ollama."
     await server.start(PORT)
-    print(f"fake Ollama on {server.url}", flush=True)  # noqa: T201
+    print(f"fake Ollama on {server.url}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
