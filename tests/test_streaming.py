@@ -187,3 +187,45 @@ async def test_refused_drafts_fall_back_to_editing_a_message(
     assert await _final_text(telegram, ALICE_ID, FULL_REPLY) == FULL_REPLY
     assert len(telegram.calls("sendMessageDraft")) == 1
     assert len(telegram.sent_messages(ALICE_ID)) == 1
+
+
+async def test_a_group_message_that_cannot_be_sent_leaves_the_final_reply(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """If the growing message fails, streaming stops and the reply is sent once."""
+    await telegram.add_allowed_chat(GROUP_ID)
+    telegram.api.fail_next("sendMessage", "Too Many Requests", error_code=429)
+    fake_ollama.reply(FULL_REPLY, text_chunks=SLOW_REPLY, chunk_delay=0.9)
+    await telegram.send_text("How is the house?", chat_id=GROUP_ID, user_id=ALICE_ID)
+    sent = await telegram.wait_for_sent(1, chat_id=GROUP_ID, timeout=30)
+    await hass.async_block_till_done()
+    assert [m["text"] for m in sent] == [FULL_REPLY]
+    assert telegram.calls("editMessageText") == []
+    # The failed attempt was the partial text, not the reply.
+    [failed] = [
+        call.params
+        for call in telegram.api.calls
+        if call.method == "sendMessage" and not call.ok
+    ]
+    assert FULL_REPLY.startswith(failed["text"])
+    assert failed["text"] != FULL_REPLY
+
+
+async def test_typing_is_shown_again_while_a_long_turn_runs(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Telegram clears "typing…" after 5 s; a long turn refreshes it."""
+    fake_ollama.tool_call(
+        "get_state", {"entity_id": "light.kitchen_lights"}, delay=2.5
+    ).reply("The kitchen lights are on.", delay=2.5)
+    await telegram.send_text("Are the kitchen lights on?")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID, timeout=30)
+    actions = telegram.calls("sendChatAction")
+    assert len(actions) >= 2
+    assert {a["action"] for a in actions} == {"typing"}

@@ -308,6 +308,9 @@ class ReplyStream:
                 return_response=True,
             )
             self._message_id = _sent_message_id(response)
+            if self._message_id is None:
+                # Nothing to edit: the final reply comes as a new message.
+                self._stop.set()
             return
         await gateway._async_call(  # noqa: SLF001
             "edit_message",
@@ -331,7 +334,10 @@ class ReplyStream:
         if self._task is not None:
             # Never cancelled mid-call: a message sent but not recorded would
             # be sent again.
-            await self._task
+            try:
+                await self._task
+            except Exception:  # noqa: BLE001 - the final reply must still go out
+                LOGGER.exception("Showing a partial reply failed")
         gateway, incoming = self._gateway, self._incoming
         if self._message_id is None:
             await gateway._async_send(incoming, reply)  # noqa: SLF001
