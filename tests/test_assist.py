@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from homeassistant.components import conversation
 from homeassistant.core import Context
+from homeassistant.helpers import chat_session
 from homeassistant.helpers import entity_registry as er
 
 from custom_components.ha_personal_assistant.const import (
@@ -225,3 +226,42 @@ async def test_a_light_switched_from_telegram_fires_the_action_event(
         }
     ]
     assert executed[0].context.user_id == hass_admin_user.id
+
+
+async def test_an_assist_answer_streams_word_by_word_into_the_chat_log(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    fake_ollama: FakeOllama,
+    hass_admin_user: Any,
+) -> None:
+    """A pipeline listening to the chat log gets the words as they are written."""
+    pieces = (
+        "The front door ",
+        "is locked, see ",
+        "https://evil-login.example.com/x ",
+        "and the lights are off.",
+    )
+    text = "".join(pieces)
+    fake_ollama.reply(text, text_chunks=pieces, chunk_delay=0.2)
+    deltas: list[dict[str, Any]] = []
+    with (
+        chat_session.async_get_chat_session(hass) as session,
+        conversation.async_get_chat_log(
+            hass, session, chat_log_delta_listener=lambda _log, d: deltas.append(d)
+        ),
+    ):
+        result = await _converse(
+            hass,
+            assistant,
+            "Is the front door locked?",
+            hass_admin_user.id,
+            session.conversation_id,
+        )
+    speech = _speech(result)
+    assert speech == (
+        "The front door is locked, see [link removed] and the lights are off."
+    )
+    contents = [d["content"] for d in deltas if "content" in d]
+    assert len(contents) > 1
+    assert "".join(contents) == speech
+    assert all("evil" not in c for c in contents)
