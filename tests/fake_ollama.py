@@ -178,6 +178,8 @@ class OllamaReply:
     # Stop sending after this many NDJSON lines and keep the connection open
     # until the server stops (a model that hangs mid-answer).
     stall_after: int | None = None
+    # Seconds between streamed chunks, like a model writing slowly.
+    chunk_delay: float = 0.0
 
 
 def text_reply(
@@ -187,6 +189,7 @@ def text_reply(
     thinking: str | None = None,
     delay: float = 0.0,
     done_reason: str = "stop",
+    chunk_delay: float = 0.0,
 ) -> OllamaReply:
     """Build a plain text answer, streamed over several NDJSON chunks.
 
@@ -207,6 +210,7 @@ def text_reply(
         thinking=thinking,
         delay=delay,
         done_reason=done_reason,
+        chunk_delay=chunk_delay,
     )
 
 
@@ -391,10 +395,17 @@ class FakeOllama:
         text_chunks: int | Sequence[str] | None = None,
         thinking: str | None = None,
         delay: float = 0.0,
+        chunk_delay: float = 0.0,
     ) -> FakeOllama:
-        """Queue a streamed text answer."""
+        """Queue a streamed text answer (``chunk_delay`` seconds between chunks)."""
         return self.enqueue(
-            text_reply(text, text_chunks=text_chunks, thinking=thinking, delay=delay)
+            text_reply(
+                text,
+                text_chunks=text_chunks,
+                thinking=thinking,
+                delay=delay,
+                chunk_delay=chunk_delay,
+            )
         )
 
     def tool_call(
@@ -664,7 +675,11 @@ class FakeOllama:
         if body.get("stream", True) is False:
             return web.json_response(self._merge_lines(lines))
         return await self._stream(
-            request, lines, reply.cut_after, stall_after=reply.stall_after
+            request,
+            lines,
+            reply.cut_after,
+            reply.chunk_delay,
+            stall_after=reply.stall_after,
         )
 
     def _reject_chat(self, body: JsonDict) -> web.Response | None:
@@ -801,6 +816,7 @@ class FakeOllama:
         request: web.Request,
         lines: Sequence[JsonDict],
         cut_after: int | None,
+        chunk_delay: float = 0.0,
         *,
         stall_after: int | None = None,
     ) -> web.StreamResponse:
@@ -816,6 +832,9 @@ class FakeOllama:
             if cut_after is not None and number >= cut_after:
                 # Drop the TCP connection without the terminating chunk: the
                 # client sees an incomplete chunked body, like a crash.
+                self._drop(request)
+                return response
+            if number and chunk_delay and await self._sleep_or_close(chunk_delay):
                 self._drop(request)
                 return response
             await response.write(json.dumps(line).encode() + b"\n")

@@ -6,7 +6,7 @@ import asyncio
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
-from homeassistant.const import EVENT_HOMEASSISTANT_STOP
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
@@ -14,6 +14,7 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
 from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
+from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
 from .services import async_setup_services
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
+PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR]
 # HA waits about 30 s for stop listeners; ours finish well within that.
 SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
@@ -103,6 +105,10 @@ async def async_setup_entry(
         await async_release_storage(hass)
         raise
     entry.runtime_data = data
+    data.monitor = OllamaMonitor(hass, entry)
+    entry.async_on_unload(data.monitor.async_start())
+    entry.async_on_unload(data.monitor.async_remove_issues)
+    await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     data.gateway.async_start()
 
     async def _async_on_stop(_event: Event) -> None:
@@ -127,6 +133,8 @@ async def async_unload_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> bool:
     """Stop listening, cancel turns in flight and close the storage."""
+    if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
+        return False
     await entry.runtime_data.gateway.async_stop()
     await async_release_storage(hass)
     return True
