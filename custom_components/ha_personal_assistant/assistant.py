@@ -166,6 +166,9 @@ class Assistant:
         self.after_reply: list[AfterReply] = []
         # Keeps history and summaries; set by runtime.
         self.history: HistoryKeeper | None = None
+        # The document index (documents.DocumentIndex); set by runtime when an
+        # embedding model is configured.
+        self.documents: Any | None = None
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
