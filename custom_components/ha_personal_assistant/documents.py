@@ -92,26 +92,41 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _units(text: str, size: int) -> list[str]:
-    """Split text into paragraphs, long ones into sentences, long sentences hard."""
-    units: list[str] = []
+def _units(text: str, size: int) -> list[tuple[str, bool]]:
+    """Split text into paragraphs, long ones into sentences, long sentences hard.
+
+    Each unit comes with whether it starts a paragraph.
+    """
+    units: list[tuple[str, bool]] = []
     for paragraph in _PARAGRAPHS.split(text.strip()):
         paragraph = paragraph.strip()  # noqa: PLW2901 - the cleaned paragraph
         if not paragraph:
             continue
         if len(paragraph) <= size:
-            units.append(paragraph)
+            units.append((paragraph, True))
             continue
+        first = True
         for sentence in _SENTENCE_END.split(paragraph):
             while len(sentence) > size:
                 # No sentence boundary within reach: cut at a space if any.
                 cut = sentence.rfind(" ", size // 2, size)
                 cut = cut if cut > 0 else size
-                units.append(sentence[:cut].strip())
+                units.append((sentence[:cut].strip(), first))
+                first = False
                 sentence = sentence[cut:].strip()  # noqa: PLW2901
             if sentence:
-                units.append(sentence)
+                units.append((sentence, first))
+                first = False
     return units
+
+
+def _join(units: list[tuple[str, bool]]) -> str:
+    parts: list[str] = []
+    for index, (text, new_paragraph) in enumerate(units):
+        if index:
+            parts.append("\n\n" if new_paragraph else " ")
+        parts.append(text)
+    return "".join(parts)
 
 
 def chunk_text(
@@ -130,20 +145,20 @@ def chunk_text(
         end = start
         length = 0
         while end < len(units) and (
-            end == start or length + len(units[end]) + 2 <= size
+            end == start or length + len(units[end][0]) + 2 <= size
         ):
-            length += len(units[end]) + 2
+            length += len(units[end][0]) + 2
             end += 1
-        chunks.append("\n\n".join(units[start:end]))
+        chunks.append(_join(units[start:end]))
         if end >= len(units):
             break
         # Step back over whole units while they fit in the overlap, but always
         # move forward by at least one unit.
         back = end
         carried = 0
-        while back - 1 > start and carried + len(units[back - 1]) <= overlap:
+        while back - 1 > start and carried + len(units[back - 1][0]) <= overlap:
             back -= 1
-            carried += len(units[back])
+            carried += len(units[back][0])
         start = back
     return chunks
 

@@ -25,12 +25,18 @@ if TYPE_CHECKING:
 # Small hosts keep at most this much of float32 vectors in RAM; above it the
 # sign bits (1/32 of the size) stand in for them until the exact rescore.
 MAX_RAM_BYTES: Final = 64 * 1024 * 1024
-# How many sign-bit candidates are rescored exactly from the float32 copies.
-# Measured in bench/retrieval.py: recall@5 >= 0.95 from 200 on, at 100k chunks.
+# How many sign-bit candidates are rescored exactly from the float32 copies, at
+# least; the pool doubles at load until recall@5 on probe queries reaches the
+# target, up to a share of the collection (bench/retrieval.py has the figures).
 RESCORE_CANDIDATES: Final = 400
+MAX_POOL_SHARE: Final = 0.05
+RECALL_TARGET: Final = 0.95
+RECALL_PROBES: Final = 20
+# Probe queries are stored chunks moved by this much noise (a paraphrase).
+PROBE_NOISE: Final = 0.8
 VEC_TABLE: Final = "rag_vec"
 # Queries timed per engine when choosing the fastest one.
-PROBE_QUERIES: Final = 5
+PROBE_QUERIES: Final = 9
 _DIM_RE: Final = re.compile(r"float\[(\d+)\]")
 
 
@@ -125,6 +131,11 @@ class VectorStore:
         self._bits: NDArray[np.uint64] | None = None
         self._center: NDArray[np.float32] | None = None
         self._vec_ready = False
+        self.pool = RESCORE_CANDIDATES
+        # Exact search on one core (einsum) rather than threaded BLAS (matmul).
+        self.single_core = True
+        # Recall@5 of the sign-bit path on probe queries, when measured.
+        self.binary_recall: float | None = None
 
     # ----------------------------------------------------------------- status
 
@@ -413,14 +424,23 @@ class VectorStore:
                 self._count, min(PROBE_QUERIES, self._count), replace=False
             )
             queries = self._probe_vectors(conn, picks)
+            if (
+                Engine.BINARY in usable
+                and not self._calibrate(conn, rng)
+                and len(usable) > 1
+            ):
+                # Approximate below the recall target: exact vec0 instead.
+                usable.remove(Engine.BINARY)
             timings: dict[Engine, float] = {}
+            if Engine.EXACT in usable:
+                # Threaded BLAS or one core: whichever is faster on this host now.
+                per_mode: dict[bool, float] = {}
+                for single in (True, False):
+                    self.single_core = single
+                    per_mode[single] = self._time(conn, queries, Engine.EXACT)
+                self.single_core = per_mode[True] <= per_mode[False]
             for engine in usable:
-                spent: list[float] = []
-                for query in queries:
-                    start = time.perf_counter()
-                    self.search(conn, query, 5, engine=engine)
-                    spent.append(time.perf_counter() - start)
-                timings[engine] = statistics.median(spent)
+                timings[engine] = self._time(conn, queries, engine)
             self.engine = min(timings, key=lambda e: timings[e])
             LOGGER.debug(
                 "Vector engine %s for %s vectors (median ms: %s)",
@@ -429,6 +449,70 @@ class VectorStore:
                 {str(e): round(t * 1000, 2) for e, t in timings.items()},
             )
             return self.engine
+
+    def _time(
+        self,
+        conn: sqlite3.Connection,
+        queries: Sequence[NDArray[np.float32]],
+        engine: Engine,
+    ) -> float:
+        """Return the median seconds of a k=5 query on ``engine``."""
+        spent: list[float] = []
+        for query in queries:
+            start = time.perf_counter()
+            self.search(conn, query, 5, engine=engine)
+            spent.append(time.perf_counter() - start)
+        return statistics.median(spent)
+
+    def _calibrate(self, conn: sqlite3.Connection, rng: np.random.Generator) -> bool:
+        """Size the rescore pool for recall@5 >= the target on probe queries."""
+        count = min(RECALL_PROBES, self._count)
+        picks = rng.choice(self._count, count, replace=False)
+        stored = np.stack(self._probe_vectors(conn, picks))
+        noise = rng.normal(size=stored.shape).astype(np.float32)
+        noise *= PROBE_NOISE / np.sqrt(stored.shape[1])
+        probes = normalize(stored + noise)
+        truth = self._exact_stream(conn, probes, 5)
+        cap = max(RESCORE_CANDIDATES, int(self._count * MAX_POOL_SHARE))
+        self.pool = RESCORE_CANDIDATES
+        while True:
+            found = [
+                {chunk_id for chunk_id, _ in self._search_bits(conn, probe, 5)}
+                for probe in probes
+            ]
+            self.binary_recall = statistics.fmean(
+                len(f & t) / max(len(t), 1) for f, t in zip(found, truth, strict=True)
+            )
+            if self.binary_recall >= RECALL_TARGET or self.pool >= cap:
+                return self.binary_recall >= RECALL_TARGET
+            self.pool = min(self.pool * 2, cap)
+
+    def _exact_stream(
+        self, conn: sqlite3.Connection, probes: NDArray[np.float32], k: int
+    ) -> list[set[int]]:
+        """Return the exact top-k ids of each probe, streaming every BLOB once."""
+        dim = self.dim or 0
+        best_ids = np.zeros((len(probes), 0), np.int64)
+        best_scores = np.zeros((len(probes), 0), np.float32)
+        cursor = conn.execute(
+            "SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?",
+            (self.model, dim),
+        )
+        while rows := cursor.fetchmany(8192):
+            ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+            block = normalize(
+                np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+                    len(rows), dim
+                )
+            )
+            scores = np.concatenate([best_scores, probes @ block.T], axis=1)
+            all_ids = np.concatenate(
+                [best_ids, np.broadcast_to(ids, (len(probes), len(ids)))], axis=1
+            )
+            keep = np.argsort(-scores, axis=1)[:, :k]
+            best_scores = np.take_along_axis(scores, keep, axis=1)
+            best_ids = np.take_along_axis(all_ids, keep, axis=1)
+        return [set(row.tolist()) for row in best_ids]
 
     def _probe_vectors(
         self, conn: sqlite3.Connection, picks: NDArray[np.int64]
@@ -470,7 +554,13 @@ class VectorStore:
                 return []
             query = normalize(query.astype(np.float32, copy=False))
             if engine is Engine.EXACT and self._matrix is not None:
-                scores = self._matrix[: self._count] @ query
+                live = self._matrix[: self._count]
+                # einsum runs on one core; BLAS's threads lose on a busy host.
+                scores = (
+                    np.einsum("ij,j->i", live, query)
+                    if self.single_core
+                    else live @ query
+                )
                 best = _top(scores, k)
                 return [(int(self._ids[i]), float(scores[i])) for i in best]
             if conn is None:
@@ -496,7 +586,7 @@ class VectorStore:
         distance = np.bitwise_count(self._bits[: self._count] ^ packed).sum(
             axis=1, dtype=np.int32
         )
-        pool = min(self._count, max(RESCORE_CANDIDATES, k))
+        pool = min(self._count, max(self.pool, k))
         if pool < self._count:
             candidates = np.argpartition(distance, pool - 1)[:pool]
         else:
