@@ -499,3 +499,25 @@ async def test_an_unreachable_embedding_model_is_reported_to_the_model(
         "document search is not available"
         in tool_results(fake_ollama.chat_requests[-1])[0]
     )
+
+
+async def test_unloading_while_indexing_stops_cleanly(
+    hass: HomeAssistant,
+    house: None,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Embedding in flight is stopped before the database closes; nothing fails."""
+    entry = await async_setup_documents(hass, fake_ollama)
+    for i in range(40):
+        await add_document(hass, f"Note {i}", f"Note {i}: {BOILER}")
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert "Traceback" not in caplog.text
+    assert "closed" not in caplog.text
+    # What was not embedded yet is embedded after the next start.
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    await index_of(entry).async_wait_idle()
+    chunks = rows(entry, "SELECT COUNT(*) FROM rag_chunks")[0][0]
+    assert len(index_of(entry).vectors) == chunks

@@ -82,6 +82,9 @@ async def async_unload_entry(
 ) -> bool:
     """Stop listening, cancel turns in flight and close the storage."""
     await entry.runtime_data.gateway.async_stop()
+    if (documents := entry.runtime_data.assistant.documents) is not None:
+        # Indexing writes to the database: stop it before the database closes.
+        await documents.async_stop()
     await async_release_storage(hass)
     return True
 

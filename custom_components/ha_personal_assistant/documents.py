@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import re
@@ -324,6 +325,8 @@ class DocumentIndex:
         self.folder = folder
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._worker: asyncio.Task[None] | None = None
+        self._starter: asyncio.Task[None] | None = None
+        self._stopped = False
         self._again = False
         self._loaded = asyncio.Event()
         self._started = asyncio.Event()
@@ -345,6 +348,24 @@ class DocumentIndex:
             await self.async_reindex()
         finally:
             self._started.set()
+
+    def start(self) -> None:
+        """Start :meth:`async_start` as a background task of the entry."""
+        self._starter = self.entry.async_create_background_task(
+            self.hass, self.async_start(), "ha_personal_assistant documents"
+        )
+
+    async def async_stop(self) -> None:
+        """Stop indexing and embedding; call it before the database closes."""
+        self._stopped = True
+        tasks = [t for t in (self._starter, self._worker) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._started.set()
+        self._loaded.set()
 
     async def async_reindex(self) -> dict[str, SyncResult]:
         """Re-read the documents folder and HA knowledge; embed what changed."""
@@ -459,6 +480,8 @@ class DocumentIndex:
 
     def _kick(self) -> None:
         """Make sure the background embedder runs (again) soon."""
+        if self._stopped:
+            return
         if self._worker is not None and not self._worker.done():
             self._again = True
             return

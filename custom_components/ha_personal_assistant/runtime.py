@@ -221,9 +221,7 @@ def _async_start_documents(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry, documents: DocumentIndex
 ) -> None:
     """Index files and HA knowledge in the background, then daily."""
-    entry.async_create_background_task(
-        hass, documents.async_start(), "ha_personal_assistant documents"
-    )
+    documents.start()
 
     @callback
     def _async_refresh(_now: datetime) -> None:
