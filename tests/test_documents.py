@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import sqlite3
 import sys
 import threading
@@ -513,8 +514,19 @@ async def test_unloading_while_indexing_stops_cleanly(
         await add_document(hass, f"Note {i}", f"Note {i}: {BOILER}")
     assert await hass.config_entries.async_unload(entry.entry_id)
     await hass.async_block_till_done()
-    assert "Traceback" not in caplog.text
-    assert "closed" not in caplog.text
+    # No error from the integration, and no task that died with an exception.
+    problems = [
+        r.getMessage()
+        for r in caplog.records
+        # asyncio's slow-callback notes measure the busy test machine.
+        if r.levelno >= logging.WARNING
+        and not r.getMessage().startswith("Executing <")
+        and (
+            r.name.startswith("custom_components")
+            or r.name in {"asyncio", "homeassistant"}
+        )
+    ]
+    assert problems == []
     # What was not embedded yet is embedded after the next start.
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()

@@ -159,7 +159,11 @@ async def test_the_store_switches_to_sign_bits_when_it_outgrows_ram(
         )
     assert Engine.EXACT not in store.engines()
     assert Engine.BINARY in store.engines()
+    assert store.engine is not Engine.EXACT
     assert len(store) == 2000
+    probe = queries(data, 1)[0]
+    found = [c for c, _ in await store.async_search(probe.tolist(), 5)]
+    assert found[0] == exact_top(data, probe)[0]
     reloaded = VectorStore(database, database._executor, memory_budget=300 * DIM * 4)
     await reloaded.async_load(MODEL)
     assert len(reloaded) == 2000

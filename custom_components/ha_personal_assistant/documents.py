@@ -526,7 +526,7 @@ class DocumentIndex:
         if embedded:
             await self.database.async_run(self._mark_embedded)
             # The collection changed size: the fastest engine may have changed.
-            await self.vectors.async_choose_engine()
+            await self.vectors.async_choose_engine(force=False)
             LOGGER.debug("Embedded %s chunks with %s", embedded, self.model)
 
     def _pending(
