@@ -8,19 +8,25 @@ import sqlite3
 import sys
 import threading
 from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_expose_entity,
+)
 from homeassistant.exceptions import ServiceValidationError
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
+    async_fire_time_changed,
 )
 
 from custom_components.ha_personal_assistant.const import (
@@ -533,3 +539,19 @@ async def test_unloading_while_indexing_stops_cleanly(
     await index_of(entry).async_wait_idle()
     chunks = rows(entry, "SELECT COUNT(*) FROM rag_chunks")[0][0]
     assert len(index_of(entry).vectors) == chunks
+
+
+async def test_ha_knowledge_is_refreshed_daily(
+    hass: HomeAssistant, house: None, fake_ollama: FakeOllama
+) -> None:
+    """An entity exposed later is in HA knowledge after the daily refresh."""
+    entry = await async_setup_documents(hass, fake_ollama)
+    every = rows(entry, "SELECT text FROM rag_chunks")
+    assert not any("light.ceiling_lights" in t for (t,) in every)
+    async_expose_entity(hass, "conversation", "light.ceiling_lights", True)
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(days=1, minutes=1))
+    await hass.async_block_till_done()
+    await index_of(entry).async_wait_idle()
+    hits = await index_of(entry).async_query("ceiling lights")
+    assert "light.ceiling_lights" in hits[0].content
+    assert hits[0].trusted

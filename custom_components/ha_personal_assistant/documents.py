@@ -326,6 +326,7 @@ class DocumentIndex:
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._worker: asyncio.Task[None] | None = None
         self._starter: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._stopped = False
         self._again = False
         self._loaded = asyncio.Event()
@@ -358,7 +359,7 @@ class DocumentIndex:
     async def async_stop(self) -> None:
         """Stop indexing and embedding; call it before the database closes."""
         self._stopped = True
-        tasks = [t for t in (self._starter, self._worker) if t is not None]
+        tasks = [t for t in (self._starter, self._worker, *self._tasks) if t]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -376,6 +377,16 @@ class DocumentIndex:
         }
         self._kick()
         return results
+
+    def refresh_ha(self) -> None:
+        """Start :meth:`async_refresh_ha` as a background task of the entry."""
+        if self._stopped:
+            return
+        task = self.entry.async_create_background_task(
+            self.hass, self.async_refresh_ha(), "ha_personal_assistant HA knowledge"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def async_refresh_ha(self) -> SyncResult:
         """Rebuild the HA knowledge documents (daily)."""
@@ -395,6 +406,8 @@ class DocumentIndex:
     async def async_wait_idle(self) -> None:
         """Wait until every chunk has been embedded (or embedding gave up)."""
         await self._started.wait()
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
         while self._worker is not None and not self._worker.done():
             await asyncio.shield(self._worker)
 

@@ -225,9 +225,7 @@ def _async_start_documents(
 
     @callback
     def _async_refresh(_now: datetime) -> None:
-        entry.async_create_background_task(
-            hass, documents.async_refresh_ha(), "ha_personal_assistant HA knowledge"
-        )
+        documents.refresh_ha()
 
     entry.async_on_unload(
         async_track_time_interval(
