@@ -23,6 +23,7 @@ from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
@@ -309,8 +310,36 @@ async def test_ha_knowledge_covers_exposed_entities_only(
     entities.async_update_entity("light.bed_light", aliases={"night lamp"})
     device_id = entities.async_get("light.bed_light").device_id
     dr.async_get(hass).async_update_device(device_id, area_id=area.id)
+    assert await async_setup_component(
+        hass,
+        "automation",
+        {
+            "automation": [
+                {
+                    "id": "good_night",
+                    "alias": "Good night",
+                    "description": "Switches every light off at bedtime",
+                    "triggers": [{"trigger": "event", "event_type": "bedtime"}],
+                    "actions": [],
+                },
+                {
+                    "id": "secret",
+                    "alias": "Secret routine",
+                    "triggers": [{"trigger": "event", "event_type": "secret"}],
+                    "actions": [],
+                },
+            ]
+        },
+    )
+    await hass.async_block_till_done()
+    async_expose_entity(hass, "conversation", "automation.good_night", True)
+    async_expose_entity(hass, "conversation", "automation.secret_routine", False)
     entry = await async_setup_documents(hass, fake_ollama)
     index = index_of(entry)
+    hits = await index.async_query("which automation switches every light off")
+    assert hits[0].title == "Home Assistant automations"
+    assert "Good night (automation.good_night)" in hits[0].content
+    assert "What it does: Switches every light off at bedtime" in hits[0].content
     hits = await index.async_query("night lamp")
     top = hits[0]
     assert top.source == "ha"
@@ -323,6 +352,8 @@ async def test_ha_knowledge_covers_exposed_entities_only(
     assert any("light.kitchen_lights" in t for (t,) in every)
     # A hidden entity never enters HA knowledge.
     assert not any("light.ceiling_lights" in t for (t,) in every)
+    assert not any("Secret routine" in t for (t,) in every)
+    assert any("The area Sleeping Room is on the floor Upstairs" in t for (t,) in every)
 
     fake_ollama.tool_call("search_documents", {"query": "night lamp"}).reply("Ok.")
     await telegram.send_text("Which lamp is the night lamp?")

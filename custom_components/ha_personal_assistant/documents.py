@@ -531,8 +531,11 @@ class DocumentIndex:
                 self._embed_failed(str(err))
                 return
             self._embed_worked()
-            await self.vectors.async_add(
-                [(row[0], vector) for row, vector in zip(batch, vectors, strict=True)]
+            items = [
+                (row[0], vector) for row, vector in zip(batch, vectors, strict=True)
+            ]
+            await self.database.async_run(
+                functools.partial(self._store_vectors, items=items)
             )
             last_id = batch[-1][0]
             embedded += len(batch)
@@ -541,6 +544,20 @@ class DocumentIndex:
             # The collection changed size: the fastest engine may have changed.
             await self.vectors.async_choose_engine(force=False)
             LOGGER.debug("Embedded %s chunks with %s", embedded, self.model)
+
+    def _store_vectors(
+        self, conn: sqlite3.Connection, *, items: list[tuple[int, list[float]]]
+    ) -> None:
+        """Store the vectors of chunks that still exist (a reindex may drop some)."""
+        marks = ",".join("?" * len(items))
+        live = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT id FROM rag_chunks WHERE id IN ({marks})",  # noqa: S608
+                [chunk_id for chunk_id, _ in items],
+            )
+        }
+        self.vectors.add(conn, [item for item in items if item[0] in live])
 
     def _pending(
         self, conn: sqlite3.Connection, *, after: int
@@ -598,6 +615,9 @@ class DocumentIndex:
         except OllamaError as err:
             self._embed_failed(str(err))
             raise DocumentsUnavailable(str(err)) from err
+        if self.embed_error is not None:
+            # Ollama is back: embed what was left when it went away.
+            self._kick()
         self._embed_worked()
         self._query_cache[key] = vector
         while len(self._query_cache) > QUERY_CACHE_SIZE:
