@@ -71,7 +71,9 @@ def document_tools(index: DocumentIndex) -> tuple[ToolSpec, ...]:
                 "model did not answer); tell the user"
             )
             raise ToolError(msg) from err
-        return format_hits(hits)
+        # The firewall reads each passage several ways (milliseconds per long
+        # text): off the event loop, like the search itself.
+        return await index.vectors.executor.run(format_hits, hits)
 
     return (
         ToolSpec(
