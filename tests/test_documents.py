@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import sqlite3
 import sys
@@ -28,6 +29,9 @@ from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
     async_fire_time_changed,
+)
+from pytest_homeassistant_custom_component.components.diagnostics import (  # type: ignore[import-untyped]
+    get_diagnostics_for_config_entry,
 )
 
 from custom_components.ha_personal_assistant.const import (
@@ -613,3 +617,28 @@ async def test_a_poisoned_document_is_withheld_by_the_firewall(
     assert "withheld as unsafe" in result
     assert "unlock" not in result.casefold()
     assert "Boiler" in result
+
+
+async def test_diagnostics_describe_the_vector_search(
+    hass: HomeAssistant,
+    hass_client: Any,
+    house: None,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Engine, size and why sqlite-vec is off; no document text."""
+    monkeypatch.setitem(sys.modules, "sqlite_vec", None)
+    assert await async_setup_component(hass, "diagnostics", {})
+    entry = await async_setup_documents(hass, fake_ollama)
+    await add_document(hass, "Boiler", BOILER)
+    await index_of(entry).async_wait_idle()
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, entry)
+    documents = diagnostics["documents"]
+    assert documents["embedding_model"] == EMBED
+    assert documents["engine"] == "numpy_exact"
+    assert documents["dimensions"] == 768
+    assert documents["vectors"] == len(index_of(entry).vectors) > 1
+    assert documents["sqlite_vec"].startswith("sqlite-vec is not installed")
+    assert documents["embed_error"] is None
+    assert "Meyer Heating" not in json.dumps(diagnostics)
+    assert diagnostics["counts"]["rag_documents"] >= 2
