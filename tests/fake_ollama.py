@@ -98,6 +98,8 @@ class FakeModel:
     context_length: int = 8192
     size: int = 1_000_000_000
     template: str = "{{ .Prompt }}"
+    # Vector size of an embedding model; None: the server's default.
+    embedding_length: int | None = None
 
     @property
     def digest(self) -> str:
@@ -606,7 +608,9 @@ class FakeOllama:
             "general.quantization_version": 2,
             f"{arch}.context_length": model.context_length,
             f"{arch}.embedding_length": (
-                self.embedding_dim if "embedding" in model.capabilities else 2560
+                (model.embedding_length or self.embedding_dim)
+                if "embedding" in model.capabilities
+                else 2560
             ),
         }
         return web.json_response(
@@ -638,7 +642,12 @@ class FakeOllama:
         inputs = [raw_input] if isinstance(raw_input, str) else list(raw_input)
         if not all(isinstance(item, str) for item in inputs):
             return self._error(400, "invalid input type")
-        dim = body.get("dimensions") or self.embedding_dim
+        model = self.get_model(name)
+        dim = (
+            body.get("dimensions")
+            or (model.embedding_length if model is not None else None)
+            or self.embedding_dim
+        )
         return web.json_response(
             {
                 "model": name,

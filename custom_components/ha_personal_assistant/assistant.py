@@ -174,6 +174,9 @@ class Assistant:
         self.after_reply: list[AfterReply] = []
         # Keeps history and summaries; set by runtime.
         self.history: HistoryKeeper | None = None
+        # The document index (documents.DocumentIndex); set by runtime when an
+        # embedding model is configured.
+        self.documents: Any | None = None
         # Recent latencies and errors, for the sensors and diagnostics.
         self.stats = TurnStats()
 

@@ -84,3 +84,16 @@ PROFILE_DECAY_PER_DAY: Final = 0.97
 PROFILE_CONFIDENCE_FLOOR: Final = 0.2
 PROFILE_DECAY_INTERVAL_HOURS: Final = 6
 INTERACTION_RETENTION_DAYS: Final = 30
+
+# Documents and retrieval (documents.py, store/vectors.py).
+DOCUMENTS_DIR: Final = "documents"
+DOCUMENT_SUFFIXES: Final = (".txt", ".md")
+CHUNK_CHARS: Final = 1000
+CHUNK_OVERLAP: Final = 200
+EMBED_BATCH: Final = 16
+EMBED_TIMEOUT: Final = 120  # seconds for one batch of embeddings
+MAX_DOCUMENT_CHARS: Final = 500_000
+MAX_DOCUMENT_TITLE_CHARS: Final = 200
+MAX_FILE_BYTES: Final = 2_000_000
+QUERY_CACHE_SIZE: Final = 128
+SEARCH_RESULTS: Final = 5

@@ -73,6 +73,23 @@ def _counts(conn: sqlite3.Connection) -> dict[str, int]:
     return counts
 
 
+def _documents(index: Any) -> dict[str, Any] | None:
+    """Describe the vector search: engine, size, and why sqlite-vec is off."""
+    if index is None:
+        return None
+    vectors = index.vectors
+    return {
+        "embedding_model": index.model,
+        "vectors": len(vectors),
+        "dimensions": vectors.dim,
+        "engine": str(vectors.engine),
+        "sqlite_vec": "loaded" if vectors.extension_loaded else vectors.extension_error,
+        "rescore_pool": vectors.pool,
+        "binary_recall": vectors.binary_recall,
+        "embed_error": index.embed_error,
+    }
+
+
 def _redact_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Redact personal keys; keep URLs but without their credentials."""
     redacted = async_redact_data(settings, TO_REDACT)
@@ -122,6 +139,7 @@ async def async_get_config_entry_diagnostics(
             assistant.policy.weakened() if assistant.policy is not None else []
         ),
         "counts": counts,
+        "documents": _documents(assistant.documents),
         "recent_turns": [
             {
                 "ts": turn.ts,

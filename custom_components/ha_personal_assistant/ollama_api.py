@@ -234,3 +234,37 @@ def _context_length(model_info: object) -> int | None:
     if not isinstance(architecture, str):
         return None
     return _optional_int(model_info.get(f"{architecture}.context_length"))
+
+
+async def async_embed(
+    session: aiohttp.ClientSession,
+    url: str,
+    model: str,
+    texts: list[str],
+    timeout: float,  # noqa: ASYNC109 - one deadline for the whole batch
+) -> list[list[float]]:
+    """Return one embedding per text (POST /api/embed), in order.
+
+    Raise OllamaModelNotFound if the model is not installed and OllamaError
+    when the answer does not hold one vector per text.
+    """
+    try:
+        body = await _async_request_json(
+            session,
+            "POST",
+            f"{url.rstrip('/')}/api/embed",
+            timeout,
+            {"model": model, "input": texts, "truncate": True},
+        )
+    except OllamaModelNotFound as err:
+        msg = f"The embedding model {model} is not installed"
+        raise OllamaModelNotFound(msg) from err
+    vectors = body.get("embeddings") if isinstance(body, dict) else None
+    if (
+        not isinstance(vectors, list)
+        or len(vectors) != len(texts)
+        or not all(isinstance(v, list) and v for v in vectors)
+    ):
+        msg = "Unexpected answer from /api/embed"
+        raise OllamaError(msg)
+    return [[float(x) for x in vector] for vector in vectors]

@@ -1,4 +1,4 @@
-"""Repair issues: warn while the permission settings are weaker than the defaults."""
+"""Repair issues: weakened permissions, and vector search without sqlite-vec."""
 
 from __future__ import annotations
 
@@ -55,3 +55,23 @@ def async_check_policy(hass: HomeAssistant, entry: ConfigEntry) -> None:
 def async_delete_policy_issue(hass: HomeAssistant, entry_id: str) -> None:
     """Remove an entry's issue; call it when the entry is removed."""
     ir.async_delete_issue(hass, DOMAIN, unsafe_permissions_issue_id(entry_id))
+
+
+VECTOR_EXTENSION_UNAVAILABLE: Final = "vector_extension_unavailable"
+
+
+@callback
+def async_update_vector_issue(hass: HomeAssistant, reason: str | None) -> None:
+    """Say when sqlite-vec could not load and numpy searches instead; clear it after."""
+    if not reason:
+        ir.async_delete_issue(hass, DOMAIN, VECTOR_EXTENSION_UNAVAILABLE)
+        return
+    ir.async_create_issue(
+        hass,
+        DOMAIN,
+        VECTOR_EXTENSION_UNAVAILABLE,
+        is_fixable=False,
+        severity=ir.IssueSeverity.WARNING,
+        translation_key=VECTOR_EXTENSION_UNAVAILABLE,
+        translation_placeholders={"reason": reason},
+    )

@@ -17,6 +17,7 @@ from .const import (
     CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_USER_IDS,
     CONF_CONFIRMATION_TIMEOUT,
+    CONF_EMBEDDING_MODEL,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NUM_CTX,
@@ -31,16 +32,21 @@ from .const import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_WEB_SEARCH,
+    DOCUMENTS_DIR,
     LOGGER,
 )
 from .data import PersonalAssistantData
+from .documents import DocumentIndex
 from .history import HistoryKeeper
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
 from .store.retention import async_prune
+from .store.shared import storage_dir
+from .store.vectors import VectorStore
 from .telegram import TelegramGateway
+from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
 from .tools.memory import memory_tools
 from .tools.registry import ToolRegistry
@@ -50,6 +56,9 @@ from .tools.web import WEB_SEARCH_OFF, web_tools
 SUMMARY_SWEEP_INTERVAL: Final = timedelta(minutes=10)
 # Old sessions, checkpoints and log rows are pruned this often.
 RETENTION_INTERVAL: Final = timedelta(hours=6)
+
+# HA knowledge (entity names, areas, automations) is re-indexed this often.
+HA_KNOWLEDGE_INTERVAL: Final = timedelta(days=1)
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -94,13 +103,21 @@ async def async_build(
     memory = ProfileMemory(storage.database)
     # web_search only when switched on; a call to it anyway gets a polite no.
     web_on = bool(options.get(CONF_WEB_SEARCH, DEFAULT_WEB_SEARCH))
+    # Documents only with an embedding model; search_documents says so otherwise.
+    documents = _document_index(hass, entry, storage)
+    disabled: dict[str, str] = {}
+    if not web_on:
+        disabled["web_search"] = WEB_SEARCH_OFF
+    if documents is None:
+        disabled["search_documents"] = DOCUMENTS_OFF
     registry = ToolRegistry(
         [
             *HA_TOOLS,
             *(web_tools(storage.executor) if web_on else ()),
+            *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
         ],
-        disabled={} if web_on else {"web_search": WEB_SEARCH_OFF},
+        disabled=disabled,
     )
     policy = Policy.from_options(options)
     assistant = Assistant(
@@ -209,4 +226,46 @@ async def async_build(
     )
     assistant.after_reply.append(learner.async_after_reply)
     entry.async_on_unload(learner.async_start())
+    if documents is not None:
+        assistant.documents = documents
+        _async_start_documents(hass, entry, documents)
     return PersonalAssistantData(assistant=assistant, gateway=gateway, storage=storage)
+
+
+def _document_index(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
+) -> DocumentIndex | None:
+    """Return the entry's document index, or None without an embedding model."""
+    model: str | None = entry.data.get(CONF_EMBEDDING_MODEL)
+    if not model:
+        return None
+    return DocumentIndex(
+        hass,
+        entry,
+        storage.database,
+        VectorStore(storage.database, storage.executor),
+        ollama_url=entry.data[CONF_OLLAMA_URL],
+        model=model,
+        folder=storage_dir(hass) / DOCUMENTS_DIR,
+    )
+
+
+def _async_start_documents(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry, documents: DocumentIndex
+) -> None:
+    """Index files and HA knowledge in the background, then daily."""
+    documents.start()
+
+    @callback
+    def _async_refresh(_now: datetime) -> None:
+        documents.refresh_ha()
+
+    entry.async_on_unload(
+        async_track_time_interval(
+            hass,
+            _async_refresh,
+            HA_KNOWLEDGE_INTERVAL,
+            name="ha_personal_assistant HA knowledge",
+            cancel_on_shutdown=True,
+        )
+    )

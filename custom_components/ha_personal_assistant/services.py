@@ -1,4 +1,4 @@
-"""Services of the integration: clear and export what it knows about people."""
+"""Services of the integration: documents, and what it knows about people."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from homeassistant.exceptions import ServiceValidationError
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.service import async_register_admin_service
 
-from .const import DOMAIN
+from .const import DOMAIN, MAX_DOCUMENT_CHARS, MAX_DOCUMENT_TITLE_CHARS
+from .documents import DocumentIndex
 from .memory.profile import ProfileMemory
 from .store.history import clear_interactions
 
@@ -27,6 +28,10 @@ else:
 SERVICE_CLEAR_HISTORY: Final = "clear_history"
 SERVICE_CLEAR_PROFILE: Final = "clear_profile"
 SERVICE_EXPORT_PROFILE: Final = "export_profile"
+SERVICE_ADD_DOCUMENT: Final = "add_document"
+SERVICE_REINDEX: Final = "reindex"
+ATTR_TITLE: Final = "title"
+ATTR_CONTENT: Final = "content"
 ATTR_PERSON: Final = "person"
 ATTR_CHAT_ID: Final = "chat_id"
 # A profile key: the mapped HA user, or the Telegram user (see Speaker).
@@ -35,6 +40,10 @@ PROFILE_KEY: Final = re.compile(r"^(?:telegram:-?\d+|ha:[0-9A-Za-z_-]+)$")
 CLEAR_HISTORY_SCHEMA: Final = vol.Schema({vol.Optional(ATTR_CHAT_ID): vol.Coerce(int)})
 CLEAR_PROFILE_SCHEMA: Final = vol.Schema({vol.Optional(ATTR_PERSON): cv.string})
 EXPORT_PROFILE_SCHEMA: Final = vol.Schema({vol.Required(ATTR_PERSON): cv.string})
+ADD_DOCUMENT_SCHEMA: Final = vol.Schema(
+    {vol.Required(ATTR_TITLE): cv.string, vol.Required(ATTR_CONTENT): cv.string}
+)
+REINDEX_SCHEMA: Final = vol.Schema({})
 
 
 def _profile_key(value: Any) -> str:
@@ -95,9 +104,92 @@ async def _async_export_profile(call: ServiceCall) -> ServiceResponse:
     return await _memory(call.hass).async_export(person)
 
 
+def _documents(hass: HomeAssistant) -> DocumentIndex:
+    """Return the document index of a loaded entry, or say why there is none."""
+    loaded: list[PersonalAssistantConfigEntry] = (
+        hass.config_entries.async_loaded_entries(DOMAIN)
+    )
+    if not loaded:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN, translation_key="not_loaded"
+        )
+    for entry in loaded:
+        documents = entry.runtime_data.assistant.documents
+        if isinstance(documents, DocumentIndex):
+            return documents
+    raise ServiceValidationError(
+        translation_domain=DOMAIN, translation_key="documents_off"
+    )
+
+
+def _text(value: Any, field: str, limit: int) -> str:
+    """Return the stripped text of a field, or raise a translated error."""
+    text = str(value).strip()
+    if not text:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="document_empty",
+            translation_placeholders={"field": field},
+        )
+    if len(text) > limit:
+        raise ServiceValidationError(
+            translation_domain=DOMAIN,
+            translation_key="document_too_long",
+            translation_placeholders={
+                "field": field,
+                "length": str(len(text)),
+                "limit": str(limit),
+            },
+        )
+    return text
+
+
+async def _async_add_document(call: ServiceCall) -> ServiceResponse:
+    """Store a document; it becomes searchable once embedded in the background."""
+    title = " ".join(
+        _text(call.data[ATTR_TITLE], ATTR_TITLE, MAX_DOCUMENT_TITLE_CHARS).split()
+    )
+    content = _text(call.data[ATTR_CONTENT], ATTR_CONTENT, MAX_DOCUMENT_CHARS)
+    result = await _documents(call.hass).async_add(title, content)
+    return {
+        "document_id": result.document_id,
+        "chunks": result.chunks,
+        "duplicate": result.duplicate,
+    }
+
+
+async def _async_reindex(call: ServiceCall) -> ServiceResponse:
+    """Re-read the documents folder and HA knowledge; embedding follows."""
+    results = await _documents(call.hass).async_reindex()
+    return {
+        source: {
+            "added": result.added,
+            "removed": result.removed,
+            "unchanged": result.unchanged,
+        }
+        for source, result in results.items()
+    }
+
+
 @callback
 def async_setup_services(hass: HomeAssistant) -> None:
-    """Register the services; admins only, profiles are personal."""
+    """Register the services; admins only (profiles are personal, documents shared)."""
+    async_register_admin_service(
+        hass,
+        DOMAIN,
+        SERVICE_ADD_DOCUMENT,
+        _async_add_document,
+        ADD_DOCUMENT_SCHEMA,
+        SupportsResponse.OPTIONAL,
+    )
+    async_register_admin_service(
+        hass,
+        DOMAIN,
+        SERVICE_REINDEX,
+        _async_reindex,
+        REINDEX_SCHEMA,
+        SupportsResponse.OPTIONAL,
+    )
     async_register_admin_service(
         hass,
         DOMAIN,

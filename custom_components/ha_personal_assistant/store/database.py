@@ -136,6 +136,43 @@ MIGRATIONS: dict[int, str] = {
         );
         CREATE INDEX search_audit_log_person ON search_audit_log (person, ts);
     """,
+    # Documents, their chunks and the canonical float32 copy of each chunk's
+    # embedding. The sqlite-vec index (rag_vec) is created at run time, when
+    # the extension loads and the embedding dimension is known.
+    5: """
+        CREATE TABLE rag_documents (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            title TEXT NOT NULL,
+            source TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            embedding_model TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            UNIQUE (source, content_hash)
+        );
+        CREATE INDEX rag_documents_title ON rag_documents (source, title);
+        CREATE TABLE rag_chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            document_id INTEGER NOT NULL
+                REFERENCES rag_documents (id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            UNIQUE (document_id, ordinal)
+        );
+        CREATE TABLE rag_vectors (
+            chunk_id INTEGER PRIMARY KEY
+                REFERENCES rag_chunks (id) ON DELETE CASCADE,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vector BLOB NOT NULL
+        );
+        CREATE INDEX rag_vectors_model ON rag_vectors (model);
+        CREATE TABLE rag_vec_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL
+        );
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -1,0 +1,680 @@
+"""Documents the assistant can search: added ones, files, and HA's own knowledge."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import hashlib
+import re
+import sqlite3
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.helpers import area_registry as ar
+from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers import floor_registry as fr
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
+
+from .const import (
+    CHUNK_CHARS,
+    CHUNK_OVERLAP,
+    DOCUMENT_SUFFIXES,
+    EMBED_BATCH,
+    EMBED_TIMEOUT,
+    LOGGER,
+    MAX_FILE_BYTES,
+    QUERY_CACHE_SIZE,
+    SEARCH_RESULTS,
+)
+from .ollama_api import OllamaError, async_embed, url_without_credentials
+from .repairs import async_update_vector_issue
+from .store.vectors import MAINTENANCE_TIMEOUT
+from .tools.ha import exposed_states
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+
+    from homeassistant.config_entries import ConfigEntry
+    from homeassistant.core import HomeAssistant
+
+    from .store.database import Database
+    from .store.vectors import VectorStore
+
+# Document hits at or above this similarity may enter the context on their own.
+AUTO_CONTEXT_MIN_SCORE: Final = 0.45
+
+SOURCE_DOCUMENT: Final = "document"
+SOURCE_FILE: Final = "file"
+SOURCE_HA: Final = "ha"
+
+_PARAGRAPHS: Final = re.compile(r"\n\s*\n")
+# A sentence ends with ., ! or ? (or their CJK forms) followed by space.
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?。！？])\s+")  # noqa: RUF001
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentHit:
+    """A chunk that matched a query."""
+
+    title: str
+    content: str
+    score: float  # cosine similarity
+    source: str  # "document" (add_document), "file" (documents folder), "ha"
+    trusted: bool  # True only for text we generated from HA's registries
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What add_document did."""
+
+    document_id: int
+    chunks: int
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SyncResult:
+    """What a reindex of one source changed."""
+
+    added: int = 0
+    removed: int = 0
+    unchanged: int = 0
+
+
+class DocumentsUnavailable(Exception):  # noqa: N818 - reads as a state, like HA's
+    """The query could not be embedded (Ollama or the model is unavailable)."""
+
+
+def content_hash(text: str) -> str:
+    """Return the hash that identifies a document's content."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _units(text: str, size: int) -> list[tuple[str, bool]]:
+    """Split text into paragraphs, long ones into sentences, long sentences hard.
+
+    Each unit comes with whether it starts a paragraph.
+    """
+    units: list[tuple[str, bool]] = []
+    for paragraph in _PARAGRAPHS.split(text.strip()):
+        paragraph = paragraph.strip()  # noqa: PLW2901 - the cleaned paragraph
+        if not paragraph:
+            continue
+        if len(paragraph) <= size:
+            units.append((paragraph, True))
+            continue
+        first = True
+        for sentence in _SENTENCE_END.split(paragraph):
+            while len(sentence) > size:
+                # No sentence boundary within reach: cut at a space if any.
+                cut = sentence.rfind(" ", size // 2, size)
+                cut = cut if cut > 0 else size
+                units.append((sentence[:cut].strip(), first))
+                first = False
+                sentence = sentence[cut:].strip()  # noqa: PLW2901
+            if sentence:
+                units.append((sentence, first))
+                first = False
+    return units
+
+
+def _join(units: list[tuple[str, bool]]) -> str:
+    parts: list[str] = []
+    for index, (text, new_paragraph) in enumerate(units):
+        if index:
+            parts.append("\n\n" if new_paragraph else " ")
+        parts.append(text)
+    return "".join(parts)
+
+
+def chunk_text(
+    text: str, size: int = CHUNK_CHARS, overlap: int = CHUNK_OVERLAP
+) -> list[str]:
+    """Cut text into chunks of about ``size`` characters.
+
+    Cuts fall on paragraph and sentence boundaries; each chunk repeats up to
+    ``overlap`` characters of the end of the previous one, so a fact spanning
+    a boundary stays whole.
+    """
+    units = _units(text, size)
+    chunks: list[str] = []
+    start = 0
+    while start < len(units):
+        end = start
+        length = 0
+        while end < len(units) and (
+            end == start or length + len(units[end][0]) + 2 <= size
+        ):
+            length += len(units[end][0]) + 2
+            end += 1
+        chunks.append(_join(units[start:end]))
+        if end >= len(units):
+            break
+        # Step back over whole units while they fit in the overlap, but always
+        # move forward by at least one unit.
+        back = end
+        carried = 0
+        while back - 1 > start and carried + len(units[back - 1][0]) <= overlap:
+            back -= 1
+            carried += len(units[back][0])
+        start = back
+    return chunks
+
+
+def _area_and_floor(
+    hass: HomeAssistant, entry: er.RegistryEntry | None
+) -> tuple[str | None, str | None]:
+    if entry is None:
+        return None, None
+    area_id = entry.area_id
+    if area_id is None and entry.device_id is not None:
+        from homeassistant.helpers import device_registry as dr  # noqa: PLC0415
+
+        device = dr.async_get(hass).async_get(entry.device_id)
+        area_id = device.area_id if device is not None else None
+    area = ar.async_get(hass).async_get_area(area_id) if area_id else None
+    if area is None:
+        return None, None
+    floor_id = area.floor_id
+    floor_entry = fr.async_get(hass).async_get_floor(floor_id) if floor_id else None
+    return area.name, floor_entry.name if floor_entry is not None else None
+
+
+def _aliases(entry: er.RegistryEntry | None) -> list[str]:
+    if entry is None:
+        return []
+    # Newer registries hold a marker for "the entity's own name" among aliases.
+    return sorted(a for a in entry.aliases if isinstance(a, str))
+
+
+def _description(hass: HomeAssistant, entity_id: str) -> str:
+    """Return an automation's description from its configuration, if any."""
+    component: Any = hass.data.get("automation")
+    entity = component.get_entity(entity_id) if component is not None else None
+    raw = getattr(entity, "raw_config", None)
+    if isinstance(raw, dict):
+        return " ".join(str(raw.get("description") or "").split())
+    return ""
+
+
+def ha_knowledge(hass: HomeAssistant) -> dict[str, str]:  # noqa: PLR0912
+    """Describe the exposed part of the house as text documents, by title.
+
+    Only entities exposed to Assist appear; run on the event loop (registries).
+    """
+    registry = er.async_get(hass)
+    by_area: dict[str, list[str]] = {}
+    automations: list[str] = []
+    scenes: list[str] = []
+    for state in exposed_states(hass):
+        entry = registry.async_get(state.entity_id)
+        area, floor = _area_and_floor(hass, entry)
+        domain = state.domain
+        line = f"{state.name} ({state.entity_id}) is a {domain.replace('_', ' ')}"
+        if area:
+            line += f" in the area {area}"
+            if floor:
+                line += f" on the floor {floor}"
+        line += "."
+        if aliases := _aliases(entry):
+            line += f" Also called: {', '.join(aliases)}."
+        if domain == "automation":
+            if description := _description(hass, state.entity_id):
+                line += f" What it does: {description}"
+            automations.append(line)
+        elif domain == "scene":
+            scenes.append(line)
+        else:
+            by_area.setdefault(area or "no area", []).append(line)
+    docs: dict[str, str] = {}
+    for area, lines in sorted(by_area.items()):
+        docs[f"Home Assistant devices: {area}"] = "\n\n".join(lines)
+    if automations:
+        docs["Home Assistant automations"] = "\n\n".join(automations)
+    if scenes:
+        docs["Home Assistant scenes"] = "\n\n".join(scenes)
+    floors = fr.async_get(hass)
+    area_lines = []
+    for area_entry in sorted(
+        ar.async_get(hass).async_list_areas(), key=lambda a: a.name
+    ):
+        line = f"The area {area_entry.name}"
+        if area_entry.floor_id and (
+            on_floor := floors.async_get_floor(area_entry.floor_id)
+        ):
+            line += f" is on the floor {on_floor.name}"
+        line += "."
+        if area_entry.aliases:
+            line += f" Also called: {', '.join(sorted(area_entry.aliases))}."
+        area_lines.append(line)
+    if area_lines:
+        docs["Home Assistant areas and floors"] = "\n\n".join(area_lines)
+    return docs
+
+
+def read_folder(folder: Path) -> dict[str, str]:
+    """Return the text of every .txt and .md file under ``folder``, by path.
+
+    Blocking: run in the executor. The folder is created when missing, so
+    users find where to put files.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    found: dict[str, str] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.suffix.lower() not in DOCUMENT_SUFFIXES or not path.is_file():
+            continue
+        name = path.relative_to(folder).as_posix()
+        if path.stat().st_size > MAX_FILE_BYTES:
+            LOGGER.warning(
+                "The document %s is larger than %s bytes and was skipped",
+                name,
+                MAX_FILE_BYTES,
+            )
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        if text:
+            found[name] = text
+    return found
+
+
+def _insert(
+    conn: sqlite3.Connection, title: str, text: str, source: str, now: float
+) -> tuple[int, int] | None:
+    """Insert a document and its chunks; None when the content is already there."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO rag_documents"
+        " (title, source, content_hash, created_at, updated_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (title, source, content_hash(text), now, now),
+    )
+    if cur.rowcount == 0:
+        return None
+    document_id = int(cur.lastrowid or 0)
+    chunks = chunk_text(text)
+    conn.executemany(
+        "INSERT INTO rag_chunks (document_id, ordinal, text) VALUES (?, ?, ?)",
+        [(document_id, ordinal, chunk) for ordinal, chunk in enumerate(chunks)],
+    )
+    return document_id, len(chunks)
+
+
+class DocumentIndex:
+    """Chunks, embeds and searches documents; embedding runs in the background."""
+
+    def __init__(  # noqa: PLR0913 - keyword-only wiring
+        self,
+        hass: HomeAssistant,
+        entry: ConfigEntry[Any],
+        database: Database,
+        vectors: VectorStore,
+        *,
+        ollama_url: str,
+        model: str,
+        folder: Path,
+    ) -> None:
+        """Keep the wiring; nothing is read until :meth:`async_start`."""
+        self.hass = hass
+        self.entry = entry
+        self.database = database
+        self.vectors = vectors
+        self.ollama_url = ollama_url
+        self.model = model
+        self.folder = folder
+        self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._worker: asyncio.Task[None] | None = None
+        self._starter: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopped = False
+        self._again = False
+        self._loaded = asyncio.Event()
+        self._started = asyncio.Event()
+        self._sync_lock = asyncio.Lock()
+        # Logged once when embedding fails and once when it works again.
+        self.embed_error: str | None = None
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def async_start(self) -> None:
+        """Load the vectors, then pick up files and HA knowledge; background."""
+        try:
+            try:
+                await self.vectors.async_load(self.model)
+            finally:
+                self._loaded.set()
+                # Say so when numpy searches because sqlite-vec cannot load.
+                async_update_vector_issue(self.hass, self.vectors.extension_error)
+            await self.async_reindex()
+        finally:
+            self._started.set()
+
+    def start(self) -> None:
+        """Start :meth:`async_start` as a background task of the entry."""
+        self._starter = self.entry.async_create_background_task(
+            self.hass, self.async_start(), "ha_personal_assistant documents"
+        )
+
+    async def async_stop(self) -> None:
+        """Stop indexing and embedding; call it before the database closes."""
+        self._stopped = True
+        tasks = [t for t in (self._starter, self._worker, *self._tasks) if t]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._started.set()
+        self._loaded.set()
+
+    async def async_reindex(self) -> dict[str, SyncResult]:
+        """Re-read the documents folder and HA knowledge; embed what changed."""
+        files = await self._async_read_folder()
+        results = {
+            SOURCE_FILE: await self._async_sync(SOURCE_FILE, files),
+            SOURCE_HA: await self._async_sync(SOURCE_HA, ha_knowledge(self.hass)),
+        }
+        self._kick()
+        return results
+
+    def refresh_ha(self) -> None:
+        """Start :meth:`async_refresh_ha` as a background task of the entry."""
+        if self._stopped:
+            return
+        task = self.entry.async_create_background_task(
+            self.hass, self.async_refresh_ha(), "ha_personal_assistant HA knowledge"
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def async_refresh_ha(self) -> SyncResult:
+        """Rebuild the HA knowledge documents (daily)."""
+        result = await self._async_sync(SOURCE_HA, ha_knowledge(self.hass))
+        self._kick()
+        return result
+
+    async def _async_read_folder(self) -> dict[str, str]:
+        try:
+            return await self.vectors.executor.run(read_folder, self.folder)
+        except OSError as err:
+            LOGGER.warning(
+                "Could not read the documents folder %s: %s", self.folder, err
+            )
+            return {}
+
+    async def async_wait_idle(self) -> None:
+        """Wait until every chunk has been embedded (or embedding gave up)."""
+        await self._started.wait()
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+        while self._worker is not None and not self._worker.done():
+            await asyncio.shield(self._worker)
+
+    # ------------------------------------------------------------------ write
+
+    async def async_add(self, title: str, content: str) -> AddResult:
+        """Add a document; the same title is replaced, the same content kept once."""
+        now = time.time()
+
+        def _add(conn: sqlite3.Connection) -> AddResult:
+            row = conn.execute(
+                "SELECT id, (SELECT COUNT(*) FROM rag_chunks WHERE document_id = d.id)"
+                " FROM rag_documents d WHERE source = ? AND content_hash = ?",
+                (SOURCE_DOCUMENT, content_hash(content)),
+            ).fetchone()
+            if row is not None:
+                return AddResult(int(row[0]), int(row[1]), duplicate=True)
+            old = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM rag_documents WHERE source = ? AND title = ?",
+                    (SOURCE_DOCUMENT, title),
+                )
+            ]
+            self._delete(conn, old)
+            inserted = _insert(conn, title, content, SOURCE_DOCUMENT, now)
+            if inserted is None:  # the content check above ran in this transaction
+                msg = "The document was stored twice"
+                raise sqlite3.IntegrityError(msg)
+            return AddResult(inserted[0], inserted[1], duplicate=False)
+
+        async with self._sync_lock:
+            result = await self.database.async_run(_add, timeout=MAINTENANCE_TIMEOUT)
+        if not result.duplicate:
+            self._kick()
+        return result
+
+    def _delete(self, conn: sqlite3.Connection, document_ids: Iterable[int]) -> None:
+        ids = list(document_ids)
+        if not ids:
+            return
+        marks = ",".join("?" * len(ids))
+        chunk_ids = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT id FROM rag_chunks WHERE document_id IN ({marks})",  # noqa: S608
+                ids,
+            )
+        ]
+        self.vectors.remove(conn, chunk_ids)
+        conn.execute(f"DELETE FROM rag_documents WHERE id IN ({marks})", ids)  # noqa: S608
+
+    async def _async_sync(self, source: str, docs: Mapping[str, str]) -> SyncResult:
+        """Make the documents of ``source`` match ``docs`` (title -> text)."""
+        now = time.time()
+
+        def _sync(conn: sqlite3.Connection) -> SyncResult:
+            existing = {
+                (title, digest): doc_id
+                for doc_id, title, digest in conn.execute(
+                    "SELECT id, title, content_hash FROM rag_documents"
+                    " WHERE source = ?",
+                    (source,),
+                )
+            }
+            wanted = {(title, content_hash(text)): text for title, text in docs.items()}
+            stale = [doc_id for key, doc_id in existing.items() if key not in wanted]
+            self._delete(conn, stale)
+            added = 0
+            for (title, _digest), text in wanted.items():
+                if (title, _digest) in existing:
+                    continue
+                if _insert(conn, title, text, source, now) is not None:
+                    added += 1
+            return SyncResult(
+                added=added, removed=len(stale), unchanged=len(wanted) - added
+            )
+
+        async with self._sync_lock:
+            return await self.database.async_run(_sync, timeout=MAINTENANCE_TIMEOUT)
+
+    # ------------------------------------------------------------- embedding
+
+    def _kick(self) -> None:
+        """Make sure the background embedder runs (again) soon."""
+        if self._stopped:
+            return
+        if self._worker is not None and not self._worker.done():
+            self._again = True
+            return
+        self._worker = self.entry.async_create_background_task(
+            self.hass, self._async_embed_pending(), "ha_personal_assistant embeddings"
+        )
+
+    async def _async_embed_pending(self) -> None:
+        """Embed chunks that lack a vector of the current model, 16 at a time."""
+        await self._loaded.wait()
+        session = async_get_clientsession(self.hass)
+        embedded = 0
+        last_id = 0
+        while True:
+            self._again = False
+            batch = await self.database.async_run(
+                functools.partial(self._pending, after=last_id)
+            )
+            if not batch:
+                if self._again:
+                    # Something was added meanwhile: look from the start again.
+                    last_id = 0
+                    continue
+                break
+            try:
+                vectors = await async_embed(
+                    session,
+                    self.ollama_url,
+                    self.model,
+                    [f"{title}\n{text}" for _, title, text in batch],
+                    EMBED_TIMEOUT,
+                )
+            except OllamaError as err:
+                self._embed_failed(str(err))
+                return
+            self._embed_worked()
+            items = [
+                (row[0], vector) for row, vector in zip(batch, vectors, strict=True)
+            ]
+            await self.database.async_run(
+                functools.partial(self._store_vectors, items=items)
+            )
+            last_id = batch[-1][0]
+            embedded += len(batch)
+        if embedded:
+            await self.database.async_run(self._mark_embedded)
+            # The collection changed size: the fastest engine may have changed.
+            await self.vectors.async_choose_engine(force=False)
+            LOGGER.debug("Embedded %s chunks with %s", embedded, self.model)
+
+    def _store_vectors(
+        self, conn: sqlite3.Connection, *, items: list[tuple[int, list[float]]]
+    ) -> None:
+        """Store the vectors of chunks that still exist (a reindex may drop some)."""
+        marks = ",".join("?" * len(items))
+        live = {
+            row[0]
+            for row in conn.execute(
+                f"SELECT id FROM rag_chunks WHERE id IN ({marks})",  # noqa: S608
+                [chunk_id for chunk_id, _ in items],
+            )
+        }
+        self.vectors.add(conn, [item for item in items if item[0] in live])
+
+    def _pending(
+        self, conn: sqlite3.Connection, *, after: int
+    ) -> list[tuple[int, str, str]]:
+        """Return the next chunks (id, title, text) without a current vector."""
+        return conn.execute(
+            "SELECT c.id, d.title, c.text FROM rag_chunks c"
+            " JOIN rag_documents d ON d.id = c.document_id"
+            " LEFT JOIN rag_vectors v ON v.chunk_id = c.id AND v.model = ?"
+            " WHERE v.chunk_id IS NULL AND c.id > ? ORDER BY c.id LIMIT ?",
+            (self.model, after, EMBED_BATCH),
+        ).fetchall()
+
+    def _mark_embedded(self, conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "UPDATE rag_documents SET embedding_model = ?, updated_at = ?"
+            " WHERE id NOT IN (SELECT c.document_id FROM rag_chunks c"
+            " LEFT JOIN rag_vectors v ON v.chunk_id = c.id AND v.model = ?"
+            " WHERE v.chunk_id IS NULL)",
+            (self.model, time.time(), self.model),
+        )
+
+    def _embed_failed(self, reason: str) -> None:
+        if self.embed_error is None:
+            LOGGER.warning(
+                "Documents cannot be embedded with %s at %s: %s",
+                self.model,
+                url_without_credentials(self.ollama_url),
+                reason,
+            )
+        self.embed_error = reason
+
+    def _embed_worked(self) -> None:
+        if self.embed_error is not None:
+            LOGGER.info("Documents can be embedded again with %s", self.model)
+        self.embed_error = None
+
+    # ----------------------------------------------------------------- search
+
+    async def _async_query_vector(self, query: str) -> list[float]:
+        key = " ".join(query.split()).casefold()
+        if (cached := self._query_cache.get(key)) is not None:
+            self._query_cache.move_to_end(key)
+            return cached
+        try:
+            vector = (
+                await async_embed(
+                    async_get_clientsession(self.hass),
+                    self.ollama_url,
+                    self.model,
+                    [query],
+                    EMBED_TIMEOUT,
+                )
+            )[0]
+        except OllamaError as err:
+            self._embed_failed(str(err))
+            raise DocumentsUnavailable(str(err)) from err
+        if self.embed_error is not None:
+            # Ollama is back: embed what was left when it went away.
+            self._kick()
+        self._embed_worked()
+        self._query_cache[key] = vector
+        while len(self._query_cache) > QUERY_CACHE_SIZE:
+            self._query_cache.popitem(last=False)
+        return vector
+
+    async def async_query(
+        self, query: str, k: int = SEARCH_RESULTS
+    ) -> list[DocumentHit]:
+        """Return the ``k`` chunks most similar to ``query``.
+
+        Raise DocumentsUnavailable when the query cannot be embedded.
+        """
+        await self._loaded.wait()
+        if not query.strip() or len(self.vectors) == 0:
+            return []
+        vector = await self._async_query_vector(query)
+        pairs = await self.vectors.async_search(vector, k)
+        if not pairs:
+            return []
+        ids = [chunk_id for chunk_id, _ in pairs]
+
+        def _read(conn: sqlite3.Connection) -> dict[int, tuple[str, str, str]]:
+            marks = ",".join("?" * len(ids))
+            return {
+                row[0]: (row[1], row[2], row[3])
+                for row in conn.execute(
+                    "SELECT c.id, d.title, c.text, d.source FROM rag_chunks c"  # noqa: S608
+                    " JOIN rag_documents d ON d.id = c.document_id"
+                    f" WHERE c.id IN ({marks})",
+                    ids,
+                )
+            }
+
+        rows = await self.database.async_run(_read)
+        return [
+            DocumentHit(
+                title=rows[chunk_id][0],
+                content=rows[chunk_id][1],
+                score=score,
+                source=rows[chunk_id][2],
+                trusted=rows[chunk_id][2] == SOURCE_HA,
+            )
+            for chunk_id, score in pairs
+            if chunk_id in rows
+        ]
+
+    async def async_search(
+        self, query: str, k: int = SEARCH_RESULTS
+    ) -> list[DocumentHit]:
+        """Return the ``k`` most similar chunks; nothing when search is unavailable.
+
+        For the automatic context: a failure here must never cost a reply.
+        """
+        try:
+            return await self.async_query(query, k)
+        except (DocumentsUnavailable, sqlite3.Error) as err:
+            LOGGER.debug("Document search failed: %s", err)
+            return []

@@ -1,0 +1,648 @@
+"""Vector search over the document chunks: numpy in RAM, sign bits, or sqlite-vec."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import sqlite3
+import statistics
+import threading
+import time
+from enum import StrEnum
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from ..const import LOGGER
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from numpy.typing import NDArray
+
+    from ..executor import BlockingExecutor
+    from .database import Database
+
+# Small hosts keep at most this much of float32 vectors in RAM; above it the
+# sign bits (1/32 of the size) stand in for them until the exact rescore.
+MAX_RAM_BYTES: Final = 64 * 1024 * 1024
+# How many sign-bit candidates are rescored exactly from the float32 copies, at
+# least; the pool doubles at load until recall@5 on probe queries reaches the
+# target, up to a share of the collection (bench/retrieval.py has the figures).
+RESCORE_CANDIDATES: Final = 400
+MAX_POOL_SHARE: Final = 0.05
+RECALL_TARGET: Final = 0.95
+RECALL_PROBES: Final = 20
+# Probe queries are stored chunks moved by this much noise (a paraphrase).
+PROBE_NOISE: Final = 0.8
+VEC_TABLE: Final = "rag_vec"
+# Queries timed per engine when choosing the fastest one.
+PROBE_QUERIES: Final = 9
+# Loading and timing many vectors hold the connection longer than a turn's call.
+MAINTENANCE_TIMEOUT: Final = 60.0
+# The engine is chosen again when the collection grew or shrank this much.
+REMEASURE_SHARE: Final = 0.25
+_DIM_RE: Final = re.compile(r"float\[(\d+)\]")
+
+
+class _NeedsDatabase(Exception):  # noqa: N818 - internal signal
+    """The float matrix left RAM between choosing the path and searching."""
+
+
+class Engine(StrEnum):
+    """How a query is answered."""
+
+    # Exact cosine over the normalized float32 matrix in RAM.
+    EXACT = "numpy_exact"
+    # Hamming distance on sign bits in RAM, then an exact rescore from SQLite.
+    BINARY = "binary_rescore"
+    # sqlite-vec's vec0 table (exact, brute force inside SQLite).
+    VEC0 = "sqlite_vec"
+
+
+def load_extension(conn: sqlite3.Connection) -> str | None:
+    """Load sqlite-vec into the connection; return why not, or None when loaded."""
+    try:
+        import sqlite_vec  # noqa: PLC0415 - no musl wheel: may be missing
+
+        conn.enable_load_extension(True)  # noqa: FBT003 - sqlite3's signature
+        try:
+            sqlite_vec.load(conn)
+        finally:
+            conn.enable_load_extension(False)  # noqa: FBT003
+    except ImportError as err:
+        return f"sqlite-vec is not installed ({err})"
+    except AttributeError:
+        return "this Python's sqlite3 cannot load extensions"
+    except sqlite3.Error as err:
+        return f"sqlite-vec did not load ({err})"
+    return None
+
+
+def normalize(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
+    """Return the rows scaled to unit length (zero rows stay zero)."""
+    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+    norms[norms == 0] = 1.0
+    result: NDArray[np.float32] = (vectors / norms).astype(np.float32, copy=False)
+    return result
+
+
+def _pack(
+    vectors: NDArray[np.float32], center: NDArray[np.float32]
+) -> NDArray[np.uint64]:
+    """Return the sign bits of ``vectors - center``, 64 to a word."""
+    bits = np.packbits(vectors > center, axis=-1)
+    pad = (-bits.shape[-1]) % 8
+    if pad:
+        bits = np.pad(bits, [(0, 0)] * (bits.ndim - 1) + [(0, pad)])
+    words: NDArray[np.uint64] = np.ascontiguousarray(bits).view(np.uint64)
+    return words
+
+
+def _top(scores: NDArray[np.floating], k: int) -> NDArray[np.intp]:
+    """Return the indices of the ``k`` highest scores, best first."""
+    if k >= len(scores):
+        return np.argsort(-scores, kind="stable")
+    part = np.argpartition(-scores, k - 1)[:k]
+    order: NDArray[np.intp] = part[np.argsort(-scores[part], kind="stable")]
+    return order
+
+
+class VectorStore:
+    """The embeddings of one model: canonical float32 BLOBs plus a search engine.
+
+    Every method that touches numpy or SQLite is blocking and runs in the
+    integration's executor; the async wrappers do that.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        executor: BlockingExecutor,
+        *,
+        memory_budget: int = MAX_RAM_BYTES,
+        use_extension: bool = True,
+    ) -> None:
+        """Create an empty store; :meth:`async_load` fills it."""
+        self._database = database
+        self.executor = executor
+        self.memory_budget = memory_budget
+        self._use_extension = use_extension
+        self._lock = threading.RLock()
+        self.model: str | None = None
+        self.dim: int | None = None
+        # None: not tried yet; "": loaded; otherwise why it could not load.
+        self.extension_error: str | None = None
+        self.engine = Engine.EXACT
+        self._ids: NDArray[np.int64] = np.zeros(0, np.int64)
+        self._count = 0
+        self._matrix: NDArray[np.float32] | None = None
+        # Sign bits, one row per 64-bit word and one column per vector: the
+        # Hamming sum then adds a dozen long rows (3-4x faster than per vector).
+        self._bits: NDArray[np.uint64] | None = None
+        self._center: NDArray[np.float32] | None = None
+        self._vec_ready = False
+        self.pool = RESCORE_CANDIDATES
+        # Exact search on one core (einsum) rather than threaded BLAS (matmul).
+        self.single_core = True
+        self._chosen_at = 0
+        # Recall@5 of the sign-bit path on probe queries, when measured.
+        self.binary_recall: float | None = None
+
+    # ----------------------------------------------------------------- status
+
+    @property
+    def extension_loaded(self) -> bool:
+        """Return True when sqlite-vec is available on the connection."""
+        return self.extension_error == ""
+
+    def __len__(self) -> int:
+        """Return how many vectors of the current model are searchable."""
+        return self._count
+
+    # ------------------------------------------------------------------ async
+
+    async def async_load(self, model: str) -> None:
+        """Load the extension (once) and the vectors of ``model``; pick an engine."""
+        await self._database.async_run(
+            lambda conn: self.load(conn, model), timeout=MAINTENANCE_TIMEOUT
+        )
+
+    async def async_add(self, items: Sequence[tuple[int, Sequence[float]]]) -> None:
+        """Store and index vectors (chunk id, embedding) of the current model."""
+        await self._database.async_run(lambda conn: self.add(conn, items))
+
+    async def async_remove(self, chunk_ids: Iterable[int]) -> None:
+        """Drop the vectors of these chunks from the indexes (rows cascade)."""
+        ids = list(chunk_ids)
+        await self._database.async_run(lambda conn: self.remove(conn, ids))
+
+    async def async_search(
+        self, query: Sequence[float], k: int
+    ) -> list[tuple[int, float]]:
+        """Return up to ``k`` (chunk id, cosine similarity), most similar first."""
+        vector = np.asarray(query, dtype=np.float32)
+        if self.engine is Engine.EXACT and self._matrix is not None:
+            # RAM only: no need to hold the database connection.
+            with contextlib.suppress(_NeedsDatabase):
+                return await self.executor.run(self.search, None, vector, k)
+        return await self._database.async_run(lambda conn: self.search(conn, vector, k))
+
+    async def async_choose_engine(self, *, force: bool = True) -> Engine:
+        """Time each usable engine on stored vectors and keep the fastest.
+
+        Without ``force``, only when the collection changed size by a quarter
+        since the last choice (timing sqlite-vec on 100k vectors takes seconds).
+        """
+        if not force and (
+            abs(self._count - self._chosen_at) <= REMEASURE_SHARE * self._chosen_at
+        ):
+            return self.engine
+        return await self._database.async_run(
+            self.choose_engine, timeout=MAINTENANCE_TIMEOUT
+        )
+
+    # --------------------------------------------------------------- blocking
+
+    def load(self, conn: sqlite3.Connection, model: str) -> None:
+        """Read the vectors of ``model`` into RAM and sync the vec0 table."""
+        with self._lock:
+            if self.extension_error is None:
+                self.extension_error = (
+                    load_extension(conn) if self._use_extension else "switched off"
+                ) or ""
+                if self.extension_error:
+                    LOGGER.warning("Vector search uses numpy: %s", self.extension_error)
+            self.model = model
+            row = conn.execute(
+                "SELECT dim, COUNT(*) FROM rag_vectors WHERE model = ?"
+                " GROUP BY dim ORDER BY COUNT(*) DESC LIMIT 1",
+                (model,),
+            ).fetchone()
+            self.dim = int(row[0]) if row else None
+            self._reset_ram()
+            if self.dim is not None:
+                self._load_ram(conn)
+            self._vec_ready = False
+            if self.extension_loaded and self.dim is not None:
+                self._sync_vec0(conn)
+            self.choose_engine(conn)
+
+    def _reset_ram(self) -> None:
+        self._ids = np.zeros(0, np.int64)
+        self._count = 0
+        self._matrix = None
+        self._bits = None
+        self._center = None
+
+    def _fits(self, count: int) -> bool:
+        return count * (self.dim or 0) * 4 <= self.memory_budget
+
+    def _load_ram(self, conn: sqlite3.Connection) -> None:
+        """Stream the BLOBs into the matrix, or into sign bits when too big."""
+        dim = self.dim or 0
+        total: int = conn.execute(
+            "SELECT COUNT(*) FROM rag_vectors WHERE model = ? AND dim = ?",
+            (self.model, dim),
+        ).fetchone()[0]
+        keep_floats = self._fits(total)
+        if not keep_floats:
+            # The sign threshold is the mean vector: embeddings share a large
+            # common direction that would otherwise set most bits alike.
+            self._center = self._mean(conn, total)
+        cursor = conn.execute(
+            "SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?"
+            " ORDER BY chunk_id",
+            (self.model, dim),
+        )
+        while rows := cursor.fetchmany(4096):
+            ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+            block = normalize(
+                np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+                    len(rows), dim
+                )
+            )
+            self._append(ids, block, keep_floats=keep_floats)
+
+    def _mean(self, conn: sqlite3.Connection, total: int) -> NDArray[np.float32]:
+        dim = self.dim or 0
+        acc = np.zeros(dim, np.float64)
+        cursor = conn.execute(
+            "SELECT vector FROM rag_vectors WHERE model = ? AND dim = ?",
+            (self.model, dim),
+        )
+        while rows := cursor.fetchmany(4096):
+            block = np.frombuffer(b"".join(r[0] for r in rows), np.float32)
+            acc += normalize(block.reshape(len(rows), dim)).sum(axis=0)
+        return (acc / max(total, 1)).astype(np.float32)
+
+    def _append(
+        self, ids: NDArray[np.int64], block: NDArray[np.float32], *, keep_floats: bool
+    ) -> None:
+        """Add normalized rows, growing the buffers by doubling."""
+        needed = self._count + len(ids)
+        if len(self._ids) < needed:
+            capacity = max(needed, 2 * len(self._ids), 1024)
+            self._ids = _grow(self._ids, capacity)
+            if self._matrix is not None:
+                self._matrix = _grow(self._matrix, capacity)
+            if self._bits is not None:
+                self._bits = np.ascontiguousarray(_grow(self._bits.T, capacity).T)
+        if keep_floats and self._matrix is None and self._bits is None:
+            self._matrix = np.zeros((len(self._ids), block.shape[1]), np.float32)
+        if not keep_floats and self._matrix is not None:
+            self._to_bits()
+        if not keep_floats and self._bits is None:
+            if self._center is None:
+                self._center = block.mean(axis=0).astype(np.float32)
+            words = _pack(block[:1], self._center).shape[1]
+            self._bits = np.zeros((words, len(self._ids)), np.uint64)
+        start = self._count
+        self._ids[start:needed] = ids
+        if self._matrix is not None:
+            self._matrix[start:needed] = block
+        if self._bits is not None and self._center is not None:
+            self._bits[:, start:needed] = _pack(block, self._center).T
+        self._count = needed
+
+    def _to_bits(self) -> None:
+        """Trade the float matrix for sign bits once it outgrows the budget."""
+        if self._matrix is None:
+            return
+        live = self._matrix[: self._count]
+        self._center = live.mean(axis=0).astype(np.float32)
+        packed = _pack(live, self._center)
+        self._bits = np.zeros((packed.shape[1], len(self._ids)), np.uint64)
+        self._bits[:, : self._count] = packed.T
+        self._matrix = None
+        # Until the engines are timed again: the one that needs no floats in RAM.
+        self.engine = Engine.VEC0 if self._vec_ready else Engine.BINARY
+        LOGGER.debug("%s vectors no longer fit in RAM: sign bits", self._count)
+
+    def _vec_dim(self, conn: sqlite3.Connection) -> int | None:
+        row = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = ?", (VEC_TABLE,)
+        ).fetchone()
+        if row is None:
+            return None
+        match = _DIM_RE.search(row[0] or "")
+        return int(match.group(1)) if match else -1
+
+    def _sync_vec0(self, conn: sqlite3.Connection) -> None:
+        """Make rag_vec hold exactly the current model's vectors."""
+        dim = self.dim or 0
+        current = self._vec_dim(conn)
+        state = conn.execute("SELECT model, dim FROM rag_vec_state").fetchone()
+        # The table must hold this model's vectors, all of them: another model
+        # may have filled it, or vectors may have been written without it.
+        rebuild = current != dim or state != (self.model, dim)
+        if not rebuild:
+            have: int = conn.execute(f"SELECT COUNT(*) FROM {VEC_TABLE}").fetchone()[0]  # noqa: S608
+            rebuild = have != self._count
+        if rebuild:
+            if current is not None:
+                conn.execute(f"DROP TABLE {VEC_TABLE}")
+            conn.execute(
+                f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0("
+                f"embedding float[{dim}] distance_metric=cosine)"
+            )
+            conn.execute(
+                f"INSERT INTO {VEC_TABLE} (rowid, embedding)"  # noqa: S608
+                " SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?",
+                (self.model, dim),
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO rag_vec_state (id, model, dim)"
+                " VALUES (1, ?, ?)",
+                (self.model, dim),
+            )
+        self._vec_ready = True
+
+    def add(
+        self, conn: sqlite3.Connection, items: Sequence[tuple[int, Sequence[float]]]
+    ) -> None:
+        """Write the canonical BLOBs, the vec0 rows and the RAM index."""
+        if not items or self.model is None:
+            return
+        with self._lock:
+            block = np.asarray([vector for _, vector in items], dtype=np.float32)
+            dim = block.shape[1]
+            if self.dim != dim:
+                # A new model (or the first vectors): start the indexes afresh.
+                self.dim = dim
+                self._reset_ram()
+                self._vec_ready = False
+            ids = np.asarray([chunk_id for chunk_id, _ in items], np.int64)
+            conn.executemany(
+                "INSERT OR REPLACE INTO rag_vectors (chunk_id, model, dim, vector)"
+                " VALUES (?, ?, ?, ?)",
+                [
+                    (int(chunk_id), self.model, dim, row.tobytes())
+                    for chunk_id, row in zip(ids, block, strict=True)
+                ],
+            )
+            self._drop_ram(set(ids.tolist()))
+            self._append(
+                ids, normalize(block), keep_floats=self._fits(self._count + len(ids))
+            )
+            if self.extension_loaded:
+                if not self._vec_ready:
+                    self._sync_vec0(conn)
+                else:
+                    conn.executemany(
+                        f"DELETE FROM {VEC_TABLE} WHERE rowid = ?",  # noqa: S608
+                        [(int(i),) for i in ids],
+                    )
+                    conn.executemany(
+                        f"INSERT INTO {VEC_TABLE} (rowid, embedding) VALUES (?, ?)",  # noqa: S608
+                        [
+                            (int(i), row.tobytes())
+                            for i, row in zip(ids, block, strict=True)
+                        ],
+                    )
+
+    def remove(self, conn: sqlite3.Connection, chunk_ids: Sequence[int]) -> None:
+        """Forget these chunks in RAM and in vec0 (their BLOB rows cascade)."""
+        if not chunk_ids:
+            return
+        with self._lock:
+            self._drop_ram(set(chunk_ids))
+            if self.extension_loaded and self._vec_ready:
+                conn.executemany(
+                    f"DELETE FROM {VEC_TABLE} WHERE rowid = ?",  # noqa: S608
+                    [(int(i),) for i in chunk_ids],
+                )
+
+    def _drop_ram(self, chunk_ids: set[int]) -> None:
+        if not self._count or not chunk_ids:
+            return
+        live = self._ids[: self._count]
+        keep = ~np.isin(live, np.fromiter(chunk_ids, np.int64, len(chunk_ids)))
+        if keep.all():
+            return
+        kept = int(keep.sum())
+        self._ids[:kept] = live[keep]
+        if self._matrix is not None:
+            self._matrix[:kept] = self._matrix[: self._count][keep]
+        if self._bits is not None:
+            self._bits[:, :kept] = self._bits[:, : self._count][:, keep]
+        self._count = kept
+
+    def engines(self) -> list[Engine]:
+        """Return the engines that can answer now."""
+        usable: list[Engine] = []
+        if self._matrix is not None:
+            usable.append(Engine.EXACT)
+        if self._bits is not None:
+            usable.append(Engine.BINARY)
+        if self.extension_loaded and self._vec_ready:
+            usable.append(Engine.VEC0)
+        return usable
+
+    def choose_engine(self, conn: sqlite3.Connection) -> Engine:
+        """Time each usable engine on stored vectors and keep the fastest."""
+        with self._lock:
+            usable = self.engines()
+            self._chosen_at = self._count
+            if not usable or self._count == 0:
+                self.engine = Engine.EXACT
+                return self.engine
+            rng = np.random.default_rng(0)
+            picks = rng.choice(
+                self._count, min(PROBE_QUERIES, self._count), replace=False
+            )
+            queries = self._probe_vectors(conn, picks)
+            if (
+                Engine.BINARY in usable
+                and not self._calibrate(conn, rng)
+                and len(usable) > 1
+            ):
+                # Approximate below the recall target: exact vec0 instead.
+                usable.remove(Engine.BINARY)
+            timings: dict[Engine, float] = {}
+            if Engine.EXACT in usable:
+                # Threaded BLAS or one core: whichever is faster on this host now.
+                per_mode: dict[bool, float] = {}
+                for single in (True, False):
+                    self.single_core = single
+                    per_mode[single] = self._time(conn, queries, Engine.EXACT)
+                self.single_core = per_mode[True] <= per_mode[False]
+            # RAM engines first: sqlite-vec holds the connection (seconds at
+            # 100k) and gives up once it has clearly lost.
+            for engine in sorted(usable, key=lambda e: e is Engine.VEC0):
+                best = min(timings.values(), default=math.inf)
+                timings[engine] = self._time(
+                    conn, queries, engine, give_up_after=best * 2 * len(queries)
+                )
+            self.engine = min(timings, key=lambda e: timings[e])
+            LOGGER.debug(
+                "Vector engine %s for %s vectors (median ms: %s)",
+                self.engine,
+                self._count,
+                {str(e): round(t * 1000, 2) for e, t in timings.items()},
+            )
+            return self.engine
+
+    def _time(
+        self,
+        conn: sqlite3.Connection,
+        queries: Sequence[NDArray[np.float32]],
+        engine: Engine,
+        *,
+        give_up_after: float = math.inf,
+    ) -> float:
+        """Return the median seconds of a k=5 query on ``engine``.
+
+        Infinite when the queries together took longer than ``give_up_after``.
+        """
+        spent: list[float] = []
+        for query in queries:
+            start = time.perf_counter()
+            self.search(conn, query, 5, engine=engine)
+            spent.append(time.perf_counter() - start)
+            if sum(spent) > give_up_after:
+                return math.inf
+        return statistics.median(spent)
+
+    def _calibrate(self, conn: sqlite3.Connection, rng: np.random.Generator) -> bool:
+        """Size the rescore pool for recall@5 >= the target on probe queries."""
+        count = min(RECALL_PROBES, self._count)
+        picks = rng.choice(self._count, count, replace=False)
+        stored = np.stack(self._probe_vectors(conn, picks))
+        noise = rng.normal(size=stored.shape).astype(np.float32)
+        noise *= PROBE_NOISE / np.sqrt(stored.shape[1])
+        probes = normalize(stored + noise)
+        truth = self._exact_stream(conn, probes, 5)
+        cap = max(RESCORE_CANDIDATES, int(self._count * MAX_POOL_SHARE))
+        self.pool = RESCORE_CANDIDATES
+        while True:
+            found = [
+                {chunk_id for chunk_id, _ in self._search_bits(conn, probe, 5)}
+                for probe in probes
+            ]
+            self.binary_recall = statistics.fmean(
+                len(f & t) / max(len(t), 1) for f, t in zip(found, truth, strict=True)
+            )
+            if self.binary_recall >= RECALL_TARGET or self.pool >= cap:
+                return self.binary_recall >= RECALL_TARGET
+            self.pool = min(self.pool * 2, cap)
+
+    def _exact_stream(
+        self, conn: sqlite3.Connection, probes: NDArray[np.float32], k: int
+    ) -> list[set[int]]:
+        """Return the exact top-k ids of each probe, streaming every BLOB once."""
+        dim = self.dim or 0
+        best_ids = np.zeros((len(probes), 0), np.int64)
+        best_scores = np.zeros((len(probes), 0), np.float32)
+        cursor = conn.execute(
+            "SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?",
+            (self.model, dim),
+        )
+        while rows := cursor.fetchmany(8192):
+            ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+            block = normalize(
+                np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
+                    len(rows), dim
+                )
+            )
+            scores = np.concatenate([best_scores, probes @ block.T], axis=1)
+            all_ids = np.concatenate(
+                [best_ids, np.broadcast_to(ids, (len(probes), len(ids)))], axis=1
+            )
+            keep = np.argsort(-scores, axis=1)[:, :k]
+            best_scores = np.take_along_axis(scores, keep, axis=1)
+            best_ids = np.take_along_axis(all_ids, keep, axis=1)
+        return [set(row.tolist()) for row in best_ids]
+
+    def _probe_vectors(
+        self, conn: sqlite3.Connection, picks: NDArray[np.int64]
+    ) -> list[NDArray[np.float32]]:
+        if self._matrix is not None:
+            return [self._matrix[i].copy() for i in picks]
+        _, matrix = self._fetch(conn, self._ids[picks].tolist())
+        return list(matrix)
+
+    def _fetch(
+        self, conn: sqlite3.Connection, chunk_ids: Sequence[int]
+    ) -> tuple[list[int], NDArray[np.float32]]:
+        """Return the ids found and their normalized float32 vectors, from SQLite."""
+        found: list[int] = []
+        blobs: list[bytes] = []
+        # SQLite allows 32766 variables; stay well below.
+        for start in range(0, len(chunk_ids), 900):
+            part = chunk_ids[start : start + 900]
+            marks = ",".join("?" * len(part))
+            for chunk_id, blob in conn.execute(
+                f"SELECT chunk_id, vector FROM rag_vectors WHERE chunk_id IN ({marks})",  # noqa: S608
+                part,
+            ):
+                found.append(chunk_id)
+                blobs.append(blob)
+        dim = self.dim or 0
+        matrix = np.frombuffer(b"".join(blobs), np.float32).reshape(len(found), dim)
+        return found, normalize(matrix)
+
+    def search(
+        self,
+        conn: sqlite3.Connection | None,
+        query: NDArray[np.float32],
+        k: int,
+        *,
+        engine: Engine | None = None,
+    ) -> list[tuple[int, float]]:
+        """Return up to ``k`` (chunk id, cosine similarity), most similar first."""
+        with self._lock:
+            engine = engine or self.engine
+            if self._count == 0 or k <= 0 or query.shape[-1] != self.dim:
+                return []
+            query = normalize(query.astype(np.float32, copy=False))
+            if engine is Engine.EXACT and self._matrix is not None:
+                live = self._matrix[: self._count]
+                # einsum runs on one core; BLAS's threads lose on a busy host.
+                scores = (
+                    np.einsum("ij,j->i", live, query)
+                    if self.single_core
+                    else live @ query
+                )
+                best = _top(scores, k)
+                return [(int(self._ids[i]), float(scores[i])) for i in best]
+            if conn is None:
+                raise _NeedsDatabase
+            if engine is Engine.VEC0 and self._vec_ready:
+                rows = conn.execute(
+                    f"SELECT rowid, distance FROM {VEC_TABLE}"  # noqa: S608
+                    " WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+                    (query.tobytes(), k),
+                ).fetchall()
+                return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+            return self._search_bits(conn, query, k)
+
+    def _search_bits(
+        self, conn: sqlite3.Connection, query: NDArray[np.float32], k: int
+    ) -> list[tuple[int, float]]:
+        """Hamming prefilter on sign bits, then exact cosine on the candidates."""
+        if self._bits is None or self._center is None:
+            # The matrix is in RAM: exact search is both exact and faster.
+            return self.search(conn, query, k, engine=Engine.EXACT)
+        packed = _pack(query[None, :], self._center)[0]
+        live = self._bits[:, : self._count]
+        distance = np.bitwise_count(live[0] ^ packed[0]).astype(np.uint16)
+        for word in range(1, len(packed)):
+            distance += np.bitwise_count(live[word] ^ packed[word])
+        pool = min(self._count, max(self.pool, k))
+        if pool < self._count:
+            candidates = np.argpartition(distance, pool - 1)[:pool]
+        else:
+            candidates = np.arange(self._count)
+        found, vectors = self._fetch(conn, self._ids[candidates].tolist())
+        if not found:
+            return []
+        scores = np.einsum("ij,j->i", vectors, query)
+        return [(found[i], float(scores[i])) for i in _top(scores, k)]
+
+
+def _grow[A: np.generic](array: NDArray[A], capacity: int) -> NDArray[A]:
+    grown = np.zeros((capacity, *array.shape[1:]), array.dtype)
+    grown[: len(array)] = array
+    return grown
