@@ -1,0 +1,160 @@
+"""Token estimates that never under-count, corrected from what Ollama reports."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+# The pieces a BPE pre-tokenizer (Qwen, Llama 3, GPT-4 style) splits text into:
+# CJK characters, single digits, letter runs, punctuation runs, line breaks and
+# other white space. Each kind has its own rate; none uses characters / 4,
+# which under-counts Chinese by half and over-counts English by a fifth.
+_PIECE_RE: Final = re.compile(
+    r"(?P<cjk>[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3100-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff\uff00-\uffef])"
+    r"|(?P<digit>\d)"
+    r"|(?P<word>[^\W\d_]+)"
+    r"|(?P<newline>\s*[\r\n]+)"
+    r"|(?P<space>[ \t]{2,})"
+    r"|(?P<punct>[^\w\s]+|_+)"
+)
+_ASCII_RE: Final = re.compile(r"[A-Za-z]")
+_LATIN_EXT_RE: Final = re.compile(r"[\u00c0-\u024f\u1e00-\u1eff]")
+_CYRILLIC_RE: Final = re.compile(r"[\u0400-\u052f]")
+
+# English words are mostly one token each; German, Polish and other Latin
+# languages split into pieces of about three letters. A text counts as English
+# when it has no accented Latin letter and enough English function words (or
+# Home Assistant's English state words); anything else is counted the
+# expensive way, so a wrong guess only over-counts.
+_ENGLISH_MARKERS: Final = frozenset(
+    "the a an to of and or is are was be been in on at for with by from this "
+    "that it you your not no can could will would do does has have if as all any "
+    "use when which please what off unavailable unknown home".split()
+)
+ENGLISH_MIN_SHARE: Final = 0.1
+# Tokens of an ASCII word: one, plus one per this many letters past the free ones.
+ENGLISH_FREE_LETTERS: Final = 5
+ENGLISH_LETTERS_PER_TOKEN: Final = 5.0
+FOREIGN_LETTERS_PER_TOKEN: Final = 3.3
+# An accented Latin letter costs as much as this many plain ones.
+ACCENTED_WEIGHT: Final = 2.0
+CYRILLIC_LETTERS_PER_TOKEN: Final = 3.4
+PUNCT_CHARS_PER_TOKEN: Final = 1.7
+# Each chat message costs its role markers and separators.
+MESSAGE_OVERHEAD: Final = 6
+
+# The learned correction: raised at once when a request held more tokens than
+# estimated, lowered slowly, and kept within these bounds.
+MIN_CORRECTION: Final = 1.0
+MAX_CORRECTION: Final = 2.0
+LOWER_STEP: Final = 0.05
+
+
+def _is_english(words: list[str]) -> bool:
+    if not words:
+        return False
+    markers = sum(word.lower() in _ENGLISH_MARKERS for word in words)
+    return markers >= ENGLISH_MIN_SHARE * len(words)
+
+
+def _word_tokens(word: str, *, english: bool) -> float:
+    """Return the tokens of one run of letters."""
+    letters = len(word)
+    ascii_count = len(_ASCII_RE.findall(word))
+    if ascii_count == letters:
+        if english:
+            return 1.0 + max(0, letters - ENGLISH_FREE_LETTERS) / (
+                ENGLISH_LETTERS_PER_TOKEN
+            )
+        return 1.0 + (letters - 1) / FOREIGN_LETTERS_PER_TOKEN
+    accented = len(_LATIN_EXT_RE.findall(word))
+    cyrillic = len(_CYRILLIC_RE.findall(word))
+    other = letters - ascii_count - accented - cyrillic
+    if cyrillic:
+        return 1.0 + (cyrillic + ascii_count + accented) / CYRILLIC_LETTERS_PER_TOKEN + other
+    return (
+        1.0
+        + (ascii_count + ACCENTED_WEIGHT * accented - 1) / FOREIGN_LETTERS_PER_TOKEN
+        + other
+    )
+
+
+@lru_cache(maxsize=8192)
+def _estimate_cached(text: str) -> int:
+    pieces = [(match.lastgroup, match.group()) for match in _PIECE_RE.finditer(text)]
+    words = [piece for kind, piece in pieces if kind == "word"]
+    english = not _LATIN_EXT_RE.search(text) and _is_english(words)
+    total = 0.0
+    for kind, piece in pieces:
+        if kind == "word":
+            total += _word_tokens(piece, english=english)
+        elif kind == "punct":
+            total += len(piece) / PUNCT_CHARS_PER_TOKEN
+        else:
+            # A CJK character, a digit, a line break or a run of spaces.
+            total += 1
+    return math.ceil(total)
+
+
+def estimate_tokens(text: str) -> int:
+    """Return an estimate of the tokens of ``text`` that errs on the high side."""
+    if not text:
+        return 0
+    # Long texts are rarely repeated; the cache is for entity lines and prompts.
+    if len(text) > 2048:  # noqa: PLR2004 - the cache's size limit per entry
+        return _estimate_cached.__wrapped__(text)
+    return _estimate_cached(text)
+
+
+def estimate_json_tokens(value: Any) -> int:
+    """Return the estimated tokens of ``value`` serialized as compact JSON."""
+    return estimate_tokens(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def estimate_messages(texts: Iterable[str]) -> int:
+    """Return the estimated tokens of chat messages with these contents."""
+    return sum(estimate_tokens(text) + MESSAGE_OVERHEAD for text in texts)
+
+
+class TokenCounter:
+    """Token estimates corrected by the counts the model actually reported.
+
+    The estimate is meant to be high already; when Ollama's
+    ``prompt_eval_count`` shows a request held more tokens than estimated
+    (another tokenizer, another language), the correction rises at once to
+    cover it, capped at twice the estimate. When requests keep coming in below
+    the estimate, it falls back slowly, never below the raw estimate.
+    """
+
+    def __init__(self) -> None:
+        """Start with no correction."""
+        self.correction = MIN_CORRECTION
+
+    def count(self, text: str) -> int:
+        """Return the corrected token estimate of ``text``."""
+        return math.ceil(estimate_tokens(text) * self.correction)
+
+    def scale(self, estimate: int) -> int:
+        """Return a raw estimate with the correction applied."""
+        return math.ceil(estimate * self.correction)
+
+    def observe(self, estimated: int, reported: int) -> None:
+        """Learn from a request estimated (raw) at ``estimated`` tokens."""
+        if estimated <= 0 or reported <= 0:
+            return
+        ratio = reported / estimated
+        if ratio > self.correction:
+            self.correction = min(MAX_CORRECTION, ratio)
+        else:
+            self.correction = max(
+                MIN_CORRECTION,
+                ratio,
+                self.correction - LOWER_STEP * (self.correction - ratio),
+            )
