@@ -1,68 +1,589 @@
-"""The live context added after the user's message: time, home and entities."""
+"""The context assembler: a token budget for everything after the cached prefix."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from homeassistant.helpers import area_registry as ar
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers import floor_registry as fr
 from homeassistant.util import dt as dt_util
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from .tools.ha import area_name, exposed_states
+from .agent.prompts import CONTEXT_HEADER, SUMMARY_HEADER
+from .security.firewall import mark_untrusted
+from .tokens import MESSAGE_OVERHEAD, TokenCounter
+from .tools.ha import exposed_states
 
 if TYPE_CHECKING:
-    from homeassistant.core import HomeAssistant
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
-# Rough share of the context window for the entity list: 4 characters a token
-# over-counts English, which is the safe side here.
-ENTITY_SHARE: Final = 0.25
-CHARS_PER_TOKEN: Final = 4
-MIN_ENTITY_CHARS: Final = 1000
-PROFILE_SHARE: Final = 0.05
-MIN_PROFILE_CHARS: Final = 400
+    from homeassistant.core import HomeAssistant, State
+    from langchain_core.messages import AnyMessage
+
+# The answer needs room too: an eighth of the window, within these bounds.
+ANSWER_SHARE: Final = 1 / 8
+MIN_ANSWER_RESERVE: Final = 256
+MAX_ANSWER_RESERVE: Final = 1024
+# Estimates err high already; the margin covers what they still miss.
+SAFETY_MARGIN: Final = 0.10
+# What the model's chat template adds around the tools and each message.
+TEMPLATE_OVERHEAD: Final = 150
+# Shares of what is left after the fixed part and the user's message. A part
+# that needs less lends the rest to the others, in proportion to their shares.
+SHARES: Final = {"history": 0.35, "entities": 0.35, "documents": 0.20, "profile": 0.10}
+SEARCH_DOCUMENTS: Final = "search_documents"
+AUTO_CONTEXT_CALL_ID: Final = "auto_context_documents"
+ENTITIES_HEADER: Final = "Entities (entity_id | name | state | area):"
+DOCUMENTS_HEADER: Final = "From the home's knowledge:"
+PROFILE_HEADER: Final = "What you know about this user:"
+ENTITY_FOOTER_TOKENS: Final = 16
+# Entities the model should always know about: who is home.
+ALWAYS_ON_DOMAINS: Final = frozenset({"person", "device_tracker"})
+PRESENCE_CLASSES: Final = frozenset({"presence", "occupancy"})
+# How much each kind of match counts when ranking entities for a message.
+NAME_SCORE: Final = 4
+AREA_SCORE: Final = 3
+FLOOR_SCORE: Final = 2
+DOMAIN_SCORE: Final = 1
+# A word matches another when it is a prefix of it after dropping at most this
+# many letters of inflection (Küche / Küchenlicht, кухне / кухня, lights / light).
+INFLECTION: Final = 2
+MIN_STEM: Final = 4
+MIN_WORD: Final = 2
+
+_WORD_RE: Final = re.compile(r"[^\W_]+")
+_CJK_RE: Final = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+# Domain words in the languages HA's users write most; HA's own translation of
+# the domain's name in the configured language is added at run time.
+DOMAIN_WORDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "light": (
+        "light", "lights", "lamp", "lamps", "licht", "lichter", "lampe", "lampen",
+        "leuchte", "свет", "светильник", "лампа", "люстра", "światło", "światła",
+        "lampa", "lampy", "灯", "电灯", "灯光",
+    ),
+    "switch": (
+        "switch", "switches", "plug", "socket", "schalter", "steckdose",
+        "выключатель", "розетка", "przełącznik", "gniazdko", "开关", "插座",
+    ),
+    "climate": (
+        "climate", "heating", "thermostat", "temperature", "heater", "heizung",
+        "klima", "thermostat", "temperatur", "отопление", "термостат",
+        "температура", "кондиционер", "ogrzewanie", "termostat", "temperatura",
+        "klimatyzacja", "空调", "暖气", "温度",
+    ),
+    "cover": (
+        "cover", "blind", "blinds", "shutter", "shutters", "curtain", "garage",
+        "rollo", "rollladen", "jalousie", "vorhang", "garage", "markise",
+        "штора", "шторы", "жалюзи", "гараж", "roleta", "rolety", "zasłona",
+        "garaż", "brama", "窗帘", "百叶窗", "车库",
+    ),
+    "lock": (
+        "lock", "locks", "door", "schloss", "tür", "türschloss", "замок", "дверь",
+        "zamek", "drzwi", "锁", "门锁", "门",
+    ),
+    "sensor": (
+        "sensor", "temperature", "humidity", "power", "energy", "sensor",
+        "temperatur", "feuchtigkeit", "luftfeuchtigkeit", "strom", "energie",
+        "датчик", "температура", "влажность", "энергия", "czujnik",
+        "temperatura", "wilgotność", "energia", "传感器", "温度", "湿度",
+    ),
+    "binary_sensor": (
+        "motion", "window", "door", "bewegung", "fenster", "tür", "движение",
+        "окно", "дверь", "ruch", "okno", "drzwi", "运动", "窗", "门",
+    ),
+    "fan": ("fan", "fans", "ventilator", "lüfter", "вентилятор", "wentylator", "风扇"),
+    "media_player": (
+        "tv", "television", "speaker", "music", "player", "fernseher",
+        "lautsprecher", "musik", "телевизор", "колонка", "музыка", "telewizor",
+        "głośnik", "muzyka", "电视", "音箱", "音乐",
+    ),
+    "vacuum": (
+        "vacuum", "robot", "staubsauger", "saugroboter", "пылесос", "odkurzacz",
+        "吸尘器", "扫地机",
+    ),
+    "camera": ("camera", "kamera", "камера", "摄像头", "相机"),
+    "alarm_control_panel": (
+        "alarm", "security", "alarmanlage", "сигнализация", "охрана", "alarm",
+        "警报", "报警",
+    ),
+    "scene": ("scene", "szene", "сцена", "scena", "场景"),
+    "script": ("script", "skript", "скрипт", "skrypt", "脚本"),
+    "weather": ("weather", "wetter", "погода", "pogoda", "天气"),
+    "valve": ("valve", "ventil", "клапан", "кран", "zawór", "阀门"),
+    "water_heater": ("boiler", "warmwasser", "бойлер", "bojler", "热水器"),
+    "humidifier": (
+        "humidifier", "luftbefeuchter", "увлажнитель", "nawilżacz", "加湿器",
+    ),
+    "person": ("who", "home", "wer", "zuhause", "кто", "дома", "kto", "domu", "谁"),
+}  # fmt: skip
 
 
-def entity_lines(hass: HomeAssistant, max_chars: int) -> tuple[list[str], int]:
-    """Return a line per exposed entity within ``max_chars``, and the count left out."""
-    lines: list[str] = []
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How the context window of one request is divided."""
+
+    num_ctx: int
+    # System prompt, tool schemas and template: estimated once per session.
+    fixed: int
+
+    @property
+    def answer_reserve(self) -> int:
+        """Return the tokens kept free for the model's answer."""
+        return min(
+            MAX_ANSWER_RESERVE,
+            max(MIN_ANSWER_RESERVE, int(self.num_ctx * ANSWER_SHARE)),
+        )
+
+    @property
+    def limit(self) -> int:
+        """Return the most tokens a request may hold."""
+        return int((self.num_ctx - self.answer_reserve) * (1 - SAFETY_MARGIN))
+
+
+def share_out(total: int, demands: Mapping[str, int]) -> dict[str, int]:
+    """Split ``total`` by :data:`SHARES`; room a part does not need goes to others."""
+    granted = dict.fromkeys(demands, 0)
+    left = total
+    wanting = {name for name, demand in demands.items() if demand > 0}
+    while left > 0 and wanting:
+        weight = sum(SHARES[name] for name in wanting)
+        handed = 0
+        for name in sorted(wanting):
+            offer = int(left * SHARES[name] / weight)
+            take = min(offer, demands[name] - granted[name])
+            granted[name] += take
+            handed += take
+        wanting = {name for name in wanting if granted[name] < demands[name]}
+        if handed == 0:
+            break
+        left -= handed
+    return granted
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChunk:
+    """A retrieved chunk, as the context shows it."""
+
+    title: str
+    content: str
+    trusted: bool
+
+
+@dataclass(slots=True)
+class EntityLine:
+    """One entity as a context line, with how relevant it is to the message."""
+
+    entity_id: str
+    text: str
+    score: int
+    always: bool
+    tokens: int = 0
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in _WORD_RE.findall(text.casefold()) if len(word) >= MIN_WORD]
+
+
+def _stem(word: str) -> str:
+    if len(word) <= MIN_STEM:
+        return word
+    return word[: max(MIN_STEM, len(word) - INFLECTION)]
+
+
+def _matches(message_words: Sequence[str], message: str, keyword: str) -> bool:
+    """Tell whether a keyword (a name word, an area, a domain word) is meant."""
+    if _CJK_RE.search(keyword):
+        return keyword in message
+    for word in message_words:
+        if word == keyword:
+            return True
+        if len(word) >= MIN_STEM and len(keyword) >= MIN_STEM:
+            shorter, longer = sorted((word, keyword), key=len)
+            if longer.startswith(_stem(shorter)):
+                return True
+    return False
+
+
+class KeywordIndex:
+    """Finds the keywords of a message quickly, even with thousands of entities."""
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._by_prefix: dict[str, set[str]] = {}
+        self._cjk: set[str] = set()
+
+    def add(self, keyword: str) -> None:
+        """Index one keyword."""
+        if _CJK_RE.search(keyword):
+            self._cjk.add(keyword)
+        else:
+            self._by_prefix.setdefault(keyword[:MIN_STEM], set()).add(keyword)
+
+    def found(self, message: str) -> set[str]:
+        """Return the indexed keywords the message means."""
+        words = _words(message)
+        folded = message.casefold()
+        hits = {keyword for keyword in self._cjk if keyword in folded}
+        for word in words:
+            candidates = self._by_prefix.get(word[:MIN_STEM], ())
+            hits.update(k for k in candidates if _matches([word], folded, k))
+        return hits
+
+
+def _domain_words(extra: Mapping[str, Iterable[str]]) -> dict[str, set[str]]:
+    words: dict[str, set[str]] = {}
+    for domain, names in DOMAIN_WORDS.items():
+        words.setdefault(domain, set()).update(name.casefold() for name in names)
+    for domain, translated in extra.items():
+        for name in translated:
+            words.setdefault(domain, set()).update(_words(name))
+    return words
+
+
+def _name_keywords(names: Iterable[str], score: int, keywords: dict[str, int]) -> None:
+    for name in names:
+        for word in _words(name):
+            keywords.setdefault(word, score)
+        if _CJK_RE.search(name):
+            # Chinese and Japanese have no spaces: the whole name is the keyword.
+            keywords.setdefault(name.casefold(), score)
+
+
+def _strings(values: Iterable[object]) -> list[str]:
+    return [value for value in values if isinstance(value, str) and value]
+
+
+def _entity_keywords(
+    hass: HomeAssistant, state: State, domain_words: Mapping[str, set[str]]
+) -> tuple[dict[str, int], str | None]:
+    """Return the words that point at an entity, with their weight, and its area."""
+    keywords: dict[str, int] = {}
+    entry = er.async_get(hass).async_get(state.entity_id)
+    names = [state.name, state.object_id.replace("_", " ")]
+    area_id = None
+    if entry is not None:
+        names.extend(_strings(entry.aliases))
+        area_id = entry.area_id
+        if area_id is None and entry.device_id is not None:
+            device = dr.async_get(hass).async_get(entry.device_id)
+            area_id = device.area_id if device is not None else None
+    _name_keywords(names, NAME_SCORE, keywords)
+    area_label = None
+    if area_id is not None and (area := ar.async_get(hass).async_get_area(area_id)):
+        area_label = area.name
+        _name_keywords([area.name, *_strings(area.aliases)], AREA_SCORE, keywords)
+        if area.floor_id is not None and (
+            floor := fr.async_get(hass).async_get_floor(area.floor_id)
+        ):
+            _name_keywords(
+                [floor.name, *_strings(floor.aliases)], FLOOR_SCORE, keywords
+            )
+    for word in domain_words.get(state.domain, ()):
+        keywords.setdefault(word, DOMAIN_SCORE)
+    return keywords, area_label
+
+
+def rank_entities(
+    hass: HomeAssistant,
+    message: str,
+    *,
+    domain_names: Mapping[str, Iterable[str]] | None = None,
+    states: Sequence[State] | None = None,
+) -> list[EntityLine]:
+    """Return a line per exposed entity, the always-on and relevant ones first."""
+    domain_words = _domain_words(domain_names or {})
+    index = KeywordIndex()
+    described: list[tuple[State, dict[str, int], str | None]] = []
+    for state in exposed_states(hass) if states is None else states:
+        keywords, area_label = _entity_keywords(hass, state, domain_words)
+        for keyword in keywords:
+            index.add(keyword)
+        described.append((state, keywords, area_label))
+    found = index.found(message)
+    lines: list[EntityLine] = []
+    for state, keywords, area_label in described:
+        # Each kind of match counts once: "kitchen light" beats "light".
+        kinds = {score for keyword, score in keywords.items() if keyword in found}
+        text = f"{state.entity_id} | {state.name} | {state.state}"
+        if area_label:
+            text += f" | {area_label}"
+        always = state.domain in ALWAYS_ON_DOMAINS or (
+            state.domain == "binary_sensor"
+            and state.attributes.get("device_class") in PRESENCE_CLASSES
+        )
+        lines.append(EntityLine(state.entity_id, text, sum(kinds), always))
+    lines.sort(key=lambda line: (not line.always, -line.score, line.entity_id))
+    return lines
+
+
+def _fit_lines(
+    lines: Iterable[str], allowance: int, counter: TokenCounter
+) -> list[str]:
+    kept: list[str] = []
     used = 0
-    states = exposed_states(hass)
-    for index, state in enumerate(states):
-        area = area_name(hass, state.entity_id)
-        line = f"{state.entity_id} | {state.name} | {state.state}"
-        if area:
-            line += f" | {area}"
-        if used + len(line) + 1 > max_chars:
-            return lines, len(states) - index
-        lines.append(line)
-        used += len(line) + 1
-    return lines, 0
+    for line in lines:
+        cost = counter.count(line) + 1
+        if used + cost > allowance:
+            break
+        kept.append(line)
+        used += cost
+    return kept
 
 
-def profile_budget(num_ctx: int) -> int:
-    """Return the characters the profile may take in the context."""
-    return max(MIN_PROFILE_CHARS, int(num_ctx * PROFILE_SHARE * CHARS_PER_TOKEN))
+@dataclass(slots=True)
+class TurnContext:
+    """What one turn may add after the cached prefix, before the budget cuts it."""
+
+    header: list[str]
+    entities: list[EntityLine]
+    profile: str = ""
+    documents: list[DocumentChunk] = field(default_factory=list)
 
 
-def build_context(
-    hass: HomeAssistant, *, user_name: str | None, num_ctx: int, profile: str = ""
-) -> str:
-    """Describe the moment, the person and the house for this turn."""
+@dataclass(slots=True)
+class Request:
+    """The messages of one model request and their estimated size."""
+
+    messages: list[AnyMessage]
+    tokens: int
+    # Untrusted text (retrieved documents) was put into the request.
+    untrusted: bool
+    # The same without the learned correction, to compare with Ollama's count.
+    raw_tokens: int
+
+
+class ContextAssembler:
+    """Builds each request of a turn so that it fits the context window."""
+
+    def __init__(
+        self,
+        *,
+        budget: Budget,
+        counter: TokenCounter,
+        system_prompt: str,
+        turn: TurnContext,
+    ) -> None:
+        """Keep the turn's material; nothing is cut until a request is built."""
+        self.budget = budget
+        self.counter = counter
+        self.system_prompt = system_prompt
+        self.turn = turn
+        # The untrusted chunks are fenced once per turn: the fence is random,
+        # and every request of the turn must carry the same bytes.
+        self._fenced = [
+            mark_untrusted(f"{chunk.title}\n{chunk.content}", source="documents")
+            for chunk in turn.documents
+            if not chunk.trusted
+        ]
+        self._plan: tuple[str, list[str], int] | None = None
+
+    def _plan_context(self, summary: str, history_demand: int, room: int) -> None:
+        """Decide once per turn what the context block and documents carry."""
+        counter = self.counter
+        turn = self.turn
+        entity_costs = [counter.count(line.text) + 1 for line in turn.entities]
+        # The header and the "(N more ...)" line.
+        entity_overhead = counter.count(ENTITIES_HEADER) + ENTITY_FOOTER_TOKENS
+        relevant = [
+            cost
+            for line, cost in zip(turn.entities, entity_costs, strict=True)
+            if line.always or line.score
+        ]
+        trusted = [
+            f"- {chunk.title}: {chunk.content}"
+            for chunk in turn.documents
+            if chunk.trusted
+        ]
+        doc_demand = sum(counter.count(line) + 1 for line in trusted) + sum(
+            counter.count(text) + MESSAGE_OVERHEAD for text in self._fenced
+        )
+        demands = {
+            "history": history_demand,
+            "entities": sum(entity_costs) + entity_overhead,
+            "documents": doc_demand,
+            "profile": sum(
+                counter.count(line) + 1 for line in turn.profile.splitlines()
+            )
+            + counter.count(PROFILE_HEADER),
+        }
+        granted = share_out(room, demands)
+        show_all = granted["entities"] >= demands["entities"]
+        if not show_all:
+            demands["entities"] = sum(relevant) + entity_overhead
+            granted = share_out(room, demands)
+        candidates = [
+            line for line in turn.entities if show_all or line.always or line.score
+        ]
+        entity_lines = _fit_lines(
+            (line.text for line in candidates),
+            granted["entities"] - entity_overhead,
+            counter,
+        )
+        parts = list(turn.header)
+        if turn.profile and granted["profile"] > 0:
+            profile = _fit_lines(
+                turn.profile.splitlines(),
+                granted["profile"] - counter.count(PROFILE_HEADER),
+                counter,
+            )
+            if profile:
+                parts.append(PROFILE_HEADER)
+                parts.extend(profile)
+        if summary:
+            parts.extend((SUMMARY_HEADER, summary))
+        # Trusted knowledge first (it may use the room), then the untrusted
+        # chunks get what is left of the documents' share: they are cut first.
+        doc_room = granted["documents"]
+        trusted_lines = _fit_lines(trusted, doc_room, counter)
+        doc_room -= sum(counter.count(line) + 1 for line in trusted_lines)
+        if trusted_lines:
+            parts.append(DOCUMENTS_HEADER)
+            parts.extend(trusted_lines)
+        fenced: list[str] = []
+        for text in self._fenced:
+            cost = counter.count(text) + MESSAGE_OVERHEAD
+            if cost > doc_room:
+                break
+            fenced.append(text)
+            doc_room -= cost
+        if entity_lines:
+            parts.append(ENTITIES_HEADER)
+            parts.extend(entity_lines)
+        left_out = len(turn.entities) - len(entity_lines)
+        if left_out:
+            parts.append(f"({left_out} more: use list_entities)")
+        elif not turn.entities:
+            parts.append("No entities are exposed to the assistant.")
+        self._plan = ("\n".join(parts), fenced, granted["history"])
+
+    def build(
+        self,
+        messages: Sequence[AnyMessage],
+        *,
+        turn_id: str | None,
+        summary: str,
+        text_of: Callable[[AnyMessage], str],
+    ) -> Request:
+        """Return the request for the current state, cut to fit the window."""
+        counter = self.counter
+        start = next(
+            (i for i, message in enumerate(messages) if message.id == turn_id),
+            len(messages),
+        )
+        history = list(messages[:start])
+        current = list(messages[start:])
+        user = current[0] if current else None
+        user_text = text_of(user) if user is not None else ""
+        cost_of = _message_cost(counter)
+        fixed = counter.scale(self.budget.fixed)
+        rest = sum(cost_of(message) for message in current[1:])
+        room = self.budget.limit - fixed - counter.count(user_text) - MESSAGE_OVERHEAD
+        if self._plan is None:
+            history_demand = sum(cost_of(message) for message in history) + (
+                counter.count(summary) + counter.count(SUMMARY_HEADER)
+            )
+            self._plan_context(summary, history_demand, max(0, room - rest))
+        assert self._plan is not None  # noqa: S101 - planned just above
+        context, fenced, _history_room = self._plan
+        # Cut until the request fits: untrusted chunks first, then the oldest
+        # turns, then the context block's lines from the end. The system prompt
+        # and the user's message are never cut.
+        documents = list(fenced)
+        context_lines = context.splitlines()
+
+        def total() -> int:
+            return (
+                sum(cost_of(message) for message in history)
+                + counter.count("\n".join(context_lines))
+                + sum(counter.count(text) + MESSAGE_OVERHEAD for text in documents)
+                + (2 * MESSAGE_OVERHEAD if documents else 0)
+                + rest
+            )
+
+        while total() > room:
+            if documents:
+                documents.pop()
+            elif history:
+                del history[: _turn_length(history)]
+            elif len(context_lines) > len(self.turn.header):
+                context_lines.pop()
+            else:
+                break
+        result: list[AnyMessage] = [SystemMessage(content=self.system_prompt), *history]
+        if user is not None:
+            result.append(
+                HumanMessage(
+                    content=f"{user_text}\n\n{CONTEXT_HEADER}\n"
+                    + "\n".join(context_lines),
+                    id=user.id,
+                )
+            )
+        if documents:
+            result.append(
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": SEARCH_DOCUMENTS,
+                            "args": {"query": user_text},
+                            "id": AUTO_CONTEXT_CALL_ID,
+                            "type": "tool_call",
+                        }
+                    ],
+                )
+            )
+            result.append(
+                ToolMessage(
+                    content="\n\n".join(documents),
+                    tool_call_id=AUTO_CONTEXT_CALL_ID,
+                    name=SEARCH_DOCUMENTS,
+                )
+            )
+        result.extend(current[1:])
+        raw_cost = _message_cost(TokenCounter())
+        return Request(
+            result,
+            fixed + sum(cost_of(message) for message in result[1:]),
+            untrusted=bool(documents),
+            raw_tokens=self.budget.fixed
+            + sum(raw_cost(message) for message in result[1:]),
+        )
+
+
+def _turn_length(history: Sequence[AnyMessage]) -> int:
+    """Return how many messages the oldest turn of ``history`` spans."""
+    for index, message in enumerate(history[1:], start=1):
+        if isinstance(message, HumanMessage):
+            return index
+    return len(history)
+
+
+def _message_cost(counter: TokenCounter) -> Callable[[AnyMessage], int]:
+    def cost(message: AnyMessage) -> int:
+        content = message.content
+        text = content if isinstance(content, str) else str(content)
+        tokens = counter.count(text) + MESSAGE_OVERHEAD
+        if isinstance(message, AIMessage) and message.tool_calls:
+            tokens += sum(
+                counter.count(str(call["args"])) + 8 for call in message.tool_calls
+            )
+        return tokens
+
+    return cost
+
+
+def describe_moment(hass: HomeAssistant, user_name: str | None) -> list[str]:
+    """Return the header lines: time, home and who is asking."""
     now = dt_util.now()
-    parts = [
+    lines = [
         f"Time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {hass.config.time_zone}",
         f"Home: {hass.config.location_name}",
     ]
     if user_name:
-        parts.append(f"User: {user_name}")
-    if profile:
-        parts.append("What you know about this user:")
-        parts.append(profile)
-    max_chars = max(MIN_ENTITY_CHARS, int(num_ctx * ENTITY_SHARE * CHARS_PER_TOKEN))
-    lines, left_out = entity_lines(hass, max_chars)
-    if lines:
-        parts.append("Entities (entity_id | name | state | area):")
-        parts.extend(lines)
-        if left_out:
-            parts.append(f"({left_out} more: use list_entities)")
-    else:
-        parts.append("No entities are exposed to the assistant.")
-    return "\n".join(parts)
+        lines.append(f"User: {user_name}")
+    return lines

@@ -34,9 +34,55 @@ _CYRILLIC_RE: Final = re.compile(r"[\u0400-\u052f]")
 # Home Assistant's English state words); anything else is counted the
 # expensive way, so a wrong guess only over-counts.
 _ENGLISH_MARKERS: Final = frozenset(
-    "the a an to of and or is are was be been in on at for with by from this "
-    "that it you your not no can could will would do does has have if as all any "
-    "use when which please what off unavailable unknown home".split()
+    [
+        "the",
+        "a",
+        "an",
+        "to",
+        "of",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "be",
+        "been",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "from",
+        "this",
+        "that",
+        "it",
+        "you",
+        "your",
+        "not",
+        "no",
+        "can",
+        "could",
+        "will",
+        "would",
+        "do",
+        "does",
+        "has",
+        "have",
+        "if",
+        "as",
+        "all",
+        "any",
+        "use",
+        "when",
+        "which",
+        "please",
+        "what",
+        "off",
+        "unavailable",
+        "unknown",
+        "home",
+    ]
 )
 ENGLISH_MIN_SHARE: Final = 0.1
 # Tokens of an ASCII word: one, plus one per this many letters past the free ones.
@@ -78,7 +124,11 @@ def _word_tokens(word: str, *, english: bool) -> float:
     cyrillic = len(_CYRILLIC_RE.findall(word))
     other = letters - ascii_count - accented - cyrillic
     if cyrillic:
-        return 1.0 + (cyrillic + ascii_count + accented) / CYRILLIC_LETTERS_PER_TOKEN + other
+        return (
+            1.0
+            + (cyrillic + ascii_count + accented) / CYRILLIC_LETTERS_PER_TOKEN
+            + other
+        )
     return (
         1.0
         + (ascii_count + ACCENTED_WEIGHT * accented - 1) / FOREIGN_LETTERS_PER_TOKEN
