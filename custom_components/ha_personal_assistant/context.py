@@ -41,6 +41,7 @@ ENTITIES_HEADER: Final = "Entities (entity_id | name | state | area):"
 DOCUMENTS_HEADER: Final = "From the home's knowledge:"
 PROFILE_HEADER: Final = "What you know about this user:"
 ENTITY_FOOTER_TOKENS: Final = 16
+CUT_NOTE: Final = " … (cut to fit the context window)"
 # Entities the model should always know about: who is home.
 ALWAYS_ON_DOMAINS: Final = frozenset({"person", "device_tracker"})
 PRESENCE_CLASSES: Final = frozenset({"presence", "occupancy"})
@@ -514,6 +515,10 @@ class ContextAssembler:
                 context_lines.pop()
             else:
                 break
+        if total() > room:
+            # Only this turn's own tool results are left to cut: the longest first.
+            current[1:] = _shrink_tool_results(current[1:], total() - room, cost_of)
+            rest = sum(cost_of(message) for message in current[1:])
         result: list[AnyMessage] = [SystemMessage(content=self.system_prompt), *history]
         if user is not None:
             result.append(
@@ -553,6 +558,37 @@ class ContextAssembler:
             raw_tokens=self.budget.fixed
             + sum(raw_cost(message) for message in result[1:]),
         )
+
+
+def _shrink_tool_results(
+    messages: Sequence[AnyMessage], excess: int, cost_of: Callable[[AnyMessage], int]
+) -> list[AnyMessage]:
+    """Return ``messages`` with the longest tool results cut by ``excess`` tokens."""
+    result = list(messages)
+    while excess > 0:
+        tools = [
+            (cost_of(message), index)
+            for index, message in enumerate(result)
+            if isinstance(message, ToolMessage)
+            and len(str(message.content)) > len(CUT_NOTE)
+        ]
+        if not tools:
+            break
+        cost, index = max(tools)
+        message = result[index]
+        assert isinstance(message, ToolMessage)  # noqa: S101 - selected above
+        text = str(message.content)
+        keep = max(0, cost - excess - MESSAGE_OVERHEAD - len(CUT_NOTE)) / max(cost, 1)
+        cut = text[: int(len(text) * keep)] + CUT_NOTE
+        result[index] = ToolMessage(
+            content=cut,
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            status=message.status,
+            id=message.id,
+        )
+        excess -= cost - cost_of(result[index])
+    return result
 
 
 def _turn_length(history: Sequence[AnyMessage]) -> int:
