@@ -34,9 +34,9 @@ from .context import (
     Budget,
     ContextAssembler,
     DocumentChunk,
+    EntityIndex,
     TurnContext,
     describe_moment,
-    rank_entities,
 )
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
@@ -236,6 +236,8 @@ class Assistant:
         # Learns from Ollama's prompt_eval_count how far estimates are off.
         self.counter = TokenCounter()
         self._domain_names: dict[str, dict[str, list[str]]] = {}
+        # The words that point at each entity, kept between turns.
+        self.entities = EntityIndex()
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -277,7 +279,7 @@ class Assistant:
             system_prompt=SYSTEM_PROMPT,
             turn=TurnContext(
                 header=describe_moment(self.hass, speaker.name),
-                entities=rank_entities(
+                entities=self.entities.rank(
                     self.hass, text, domain_names=await self._async_domain_names()
                 ),
                 profile=await self._async_profile(speaker, text),

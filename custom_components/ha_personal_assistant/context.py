@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -259,10 +260,13 @@ def _strings(values: Iterable[object]) -> list[str]:
     return [value for value in values if isinstance(value, str) and value]
 
 
+type _Signature = tuple[str, object, object, object]
+
+
 def _entity_keywords(
     hass: HomeAssistant, state: State, domain_words: Mapping[str, set[str]]
-) -> tuple[dict[str, int], str | None]:
-    """Return the words that point at an entity, with their weight, and its area."""
+) -> tuple[_Signature, dict[str, int], str | None]:
+    """Return what the entity's words depend on, the words with weights, its area."""
     keywords: dict[str, int] = {}
     entry = er.async_get(hass).async_get(state.entity_id)
     names = [state.name, state.object_id.replace("_", " ")]
@@ -273,20 +277,131 @@ def _entity_keywords(
         if area_id is None and entry.device_id is not None:
             device = dr.async_get(hass).async_get(entry.device_id)
             area_id = device.area_id if device is not None else None
+    area = ar.async_get(hass).async_get_area(area_id) if area_id else None
+    floor = (
+        fr.async_get(hass).async_get_floor(area.floor_id)
+        if area is not None and area.floor_id
+        else None
+    )
+    signature: _Signature = (state.name, entry, area, floor)
     _name_keywords(names, NAME_SCORE, keywords)
-    area_label = None
-    if area_id is not None and (area := ar.async_get(hass).async_get_area(area_id)):
-        area_label = area.name
+    if area is not None:
         _name_keywords([area.name, *_strings(area.aliases)], AREA_SCORE, keywords)
-        if area.floor_id is not None and (
-            floor := fr.async_get(hass).async_get_floor(area.floor_id)
-        ):
-            _name_keywords(
-                [floor.name, *_strings(floor.aliases)], FLOOR_SCORE, keywords
-            )
+    if floor is not None:
+        _name_keywords([floor.name, *_strings(floor.aliases)], FLOOR_SCORE, keywords)
     for word in domain_words.get(state.domain, ()):
         keywords.setdefault(word, DOMAIN_SCORE)
-    return keywords, area_label
+    return signature, keywords, area.name if area is not None else None
+
+
+def _signature(hass: HomeAssistant, state: State) -> _Signature:
+    """Return what an entity's keywords depend on, cheaply (registry lookups)."""
+    entry = er.async_get(hass).async_get(state.entity_id)
+    area_id = None
+    if entry is not None:
+        area_id = entry.area_id
+        if area_id is None and entry.device_id is not None:
+            device = dr.async_get(hass).async_get(entry.device_id)
+            area_id = device.area_id if device is not None else None
+    area = ar.async_get(hass).async_get_area(area_id) if area_id else None
+    floor = (
+        fr.async_get(hass).async_get_floor(area.floor_id)
+        if area is not None and area.floor_id
+        else None
+    )
+    return (state.name, entry, area, floor)
+
+
+def _same(one: _Signature, other: _Signature) -> bool:
+    # Registry entries are immutable: an update replaces the object.
+    return one[0] == other[0] and all(
+        a is b for a, b in zip(one[1:], other[1:], strict=True)
+    )
+
+
+class EntityIndex:
+    """The words that point at each exposed entity, rebuilt only when they change.
+
+    Names, aliases, areas and floors change rarely; rebuilding the words of
+    thousands of entities on every message would cost more than the rest of
+    the turn together.
+    """
+
+    def __init__(self) -> None:
+        """Start empty."""
+        self._entities: dict[str, tuple[_Signature, dict[str, int], str | None]] = {}
+        self._keywords = KeywordIndex()
+        self._by_keyword: dict[str, list[tuple[str, int]]] = {}
+        self._domain_names: Mapping[str, Iterable[str]] | None = None
+
+    def _refresh(
+        self,
+        hass: HomeAssistant,
+        states: Sequence[State],
+        domain_names: Mapping[str, Iterable[str]],
+    ) -> None:
+        rebuild_all = domain_names != self._domain_names
+        changed = rebuild_all
+        seen: set[str] = set()
+        domain_words = _domain_words(domain_names) if rebuild_all else None
+        for state in states:
+            seen.add(state.entity_id)
+            known = self._entities.get(state.entity_id)
+            if (
+                not rebuild_all
+                and known is not None
+                and _same(known[0], _signature(hass, state))
+            ):
+                continue
+            if domain_words is None:
+                domain_words = _domain_words(domain_names)
+            self._entities[state.entity_id] = _entity_keywords(
+                hass, state, domain_words
+            )
+            changed = True
+        if len(seen) != len(self._entities):
+            for entity_id in set(self._entities) - seen:
+                del self._entities[entity_id]
+            changed = True
+        if changed:
+            self._domain_names = domain_names
+            self._keywords = KeywordIndex()
+            self._by_keyword = {}
+            for entity_id, (_sig, keywords, _area) in self._entities.items():
+                for keyword, score in keywords.items():
+                    self._keywords.add(keyword)
+                    self._by_keyword.setdefault(keyword, []).append((entity_id, score))
+
+    def rank(
+        self,
+        hass: HomeAssistant,
+        message: str,
+        *,
+        domain_names: Mapping[str, Iterable[str]] | None = None,
+        states: Sequence[State] | None = None,
+    ) -> list[EntityLine]:
+        """Return a line per exposed entity, the always-on and relevant ones first."""
+        visible = exposed_states(hass) if states is None else states
+        self._refresh(hass, visible, domain_names or {})
+        kinds: dict[str, set[int]] = {}
+        for keyword in self._keywords.found(message):
+            for entity_id, score in self._by_keyword.get(keyword, ()):
+                kinds.setdefault(entity_id, set()).add(score)
+        lines: list[EntityLine] = []
+        for state in visible:
+            area_label = self._entities[state.entity_id][2]
+            text = f"{state.entity_id} | {state.name} | {state.state}"
+            if area_label:
+                text += f" | {area_label}"
+            always = state.domain in ALWAYS_ON_DOMAINS or (
+                state.domain == "binary_sensor"
+                and state.attributes.get("device_class") in PRESENCE_CLASSES
+            )
+            # Each kind of match counts once: "kitchen light" beats "light".
+            score = sum(kinds.get(state.entity_id, ()))
+            lines.append(EntityLine(state.entity_id, text, score, always))
+        lines.sort(key=lambda line: (not line.always, -line.score, line.entity_id))
+        return lines
 
 
 def rank_entities(
@@ -296,30 +411,8 @@ def rank_entities(
     domain_names: Mapping[str, Iterable[str]] | None = None,
     states: Sequence[State] | None = None,
 ) -> list[EntityLine]:
-    """Return a line per exposed entity, the always-on and relevant ones first."""
-    domain_words = _domain_words(domain_names or {})
-    index = KeywordIndex()
-    described: list[tuple[State, dict[str, int], str | None]] = []
-    for state in exposed_states(hass) if states is None else states:
-        keywords, area_label = _entity_keywords(hass, state, domain_words)
-        for keyword in keywords:
-            index.add(keyword)
-        described.append((state, keywords, area_label))
-    found = index.found(message)
-    lines: list[EntityLine] = []
-    for state, keywords, area_label in described:
-        # Each kind of match counts once: "kitchen light" beats "light".
-        kinds = {score for keyword, score in keywords.items() if keyword in found}
-        text = f"{state.entity_id} | {state.name} | {state.state}"
-        if area_label:
-            text += f" | {area_label}"
-        always = state.domain in ALWAYS_ON_DOMAINS or (
-            state.domain == "binary_sensor"
-            and state.attributes.get("device_class") in PRESENCE_CLASSES
-        )
-        lines.append(EntityLine(state.entity_id, text, sum(kinds), always))
-    lines.sort(key=lambda line: (not line.always, -line.score, line.entity_id))
-    return lines
+    """Rank the exposed entities for one message, from scratch."""
+    return EntityIndex().rank(hass, message, domain_names=domain_names, states=states)
 
 
 def _fit_lines(
@@ -382,6 +475,17 @@ class ContextAssembler:
             if not chunk.trusted
         ]
         self._plan: tuple[str, list[str], int] | None = None
+        self._costs: dict[tuple[str | None, int, float], int] = {}
+
+    def _cost(self, message: AnyMessage) -> int:
+        """Return a message's estimate; a turn re-reads the same messages each round."""
+        key = (message.id, len(str(message.content)), self.counter.correction)
+        if message.id is None or key not in self._costs:
+            cost = _message_cost(self.counter)(message)
+            if message.id is None:
+                return cost
+            self._costs[key] = cost
+        return self._costs[key]
 
     def _plan_context(self, summary: str, history_demand: int, room: int) -> None:
         """Decide once per turn what the context block and documents carry."""
@@ -480,7 +584,7 @@ class ContextAssembler:
         current = list(messages[start:])
         user = current[0] if current else None
         user_text = text_of(user) if user is not None else ""
-        cost_of = _message_cost(counter)
+        cost_of = self._cost
         fixed = counter.scale(self.budget.fixed)
         rest = sum(cost_of(message) for message in current[1:])
         room = self.budget.limit - fixed - counter.count(user_text) - MESSAGE_OVERHEAD
@@ -496,12 +600,15 @@ class ContextAssembler:
         # and the user's message are never cut.
         documents = list(fenced)
         context_lines = context.splitlines()
+        history_costs = [cost_of(message) for message in history]
+        line_costs = [counter.count(line) + 1 for line in context_lines]
+        document_costs = [counter.count(text) + MESSAGE_OVERHEAD for text in documents]
 
         def total() -> int:
             return (
-                sum(cost_of(message) for message in history)
-                + counter.count("\n".join(context_lines))
-                + sum(counter.count(text) + MESSAGE_OVERHEAD for text in documents)
+                sum(history_costs)
+                + sum(line_costs)
+                + sum(document_costs)
                 + (2 * MESSAGE_OVERHEAD if documents else 0)
                 + rest
             )
@@ -509,10 +616,14 @@ class ContextAssembler:
         while total() > room:
             if documents:
                 documents.pop()
+                document_costs.pop()
             elif history:
-                del history[: _turn_length(history)]
+                length = _turn_length(history)
+                del history[:length]
+                del history_costs[:length]
             elif len(context_lines) > len(self.turn.header):
                 context_lines.pop()
+                line_costs.pop()
             else:
                 break
         if total() > room:
@@ -550,13 +661,18 @@ class ContextAssembler:
                 )
             )
         result.extend(current[1:])
-        raw_cost = _message_cost(TokenCounter())
+        tokens = (
+            fixed
+            + total()
+            + counter.count(user_text)
+            + MESSAGE_OVERHEAD
+            + len(CONTEXT_HEADER)
+        )
         return Request(
             result,
-            fixed + sum(cost_of(message) for message in result[1:]),
+            tokens,
             untrusted=bool(documents),
-            raw_tokens=self.budget.fixed
-            + sum(raw_cost(message) for message in result[1:]),
+            raw_tokens=math.ceil(tokens / counter.correction),
         )
 
 
