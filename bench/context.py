@@ -128,7 +128,13 @@ class NumpyIndex:
         top = np.argpartition(-scores, k)[:k]
         top = top[np.argsort(-scores[top])]
         return [
-            Hit(f"Manual {i}", self.texts[i], float(scores[i]), "add_document", False)
+            Hit(
+                f"Manual {i}",
+                self.texts[i],
+                float(scores[i]),
+                "add_document",
+                trusted=False,
+            )
             for i in top
         ]
 
@@ -161,7 +167,7 @@ async def _house(hass: Any, count: int) -> None:
             "on" if index % 3 else "21.5",
             {"friendly_name": f"{ROOMS[index % len(ROOMS)]} {domain} {index}"},
         )
-        async_expose_entity(hass, "conversation", entry.entity_id, True)
+        async_expose_entity(hass, "conversation", entry.entity_id, should_expose=True)
     await hass.async_block_till_done()
 
 

@@ -91,8 +91,9 @@ ENGLISH_LETTERS_PER_TOKEN: Final = 5.0
 FOREIGN_LETTERS_PER_TOKEN: Final = 3.3
 # An accented Latin letter costs as much as this many plain ones.
 ACCENTED_WEIGHT: Final = 2.0
-CYRILLIC_LETTERS_PER_TOKEN: Final = 3.4
+CYRILLIC_LETTERS_PER_TOKEN: Final = 3.0
 PUNCT_CHARS_PER_TOKEN: Final = 1.7
+CAPITAL_AT_START: Final = 0.6
 # Each chat message costs its role markers and separators.
 MESSAGE_OVERHEAD: Final = 6
 
@@ -138,13 +139,20 @@ def _word_tokens(word: str, *, english: bool) -> float:
 
 @lru_cache(maxsize=8192)
 def _estimate_cached(text: str) -> int:
-    pieces = [(match.lastgroup, match.group()) for match in _PIECE_RE.finditer(text)]
-    words = [piece for kind, piece in pieces if kind == "word"]
+    pieces = [
+        (match.lastgroup, match.group(), match.start())
+        for match in _PIECE_RE.finditer(text)
+    ]
+    words = [piece for kind, piece, _ in pieces if kind == "word"]
     english = not _LATIN_EXT_RE.search(text) and _is_english(words)
     total = 0.0
-    for kind, piece in pieces:
+    for kind, piece, start in pieces:
         if kind == "word":
             total += _word_tokens(piece, english=english)
+            if piece[0].isupper() and (start == 0 or text[start - 1] != " "):
+                # Vocabularies hold " Word" far more often than "Word": a
+                # capital at the start of a line often stands alone.
+                total += CAPITAL_AT_START
         elif kind == "punct":
             total += len(piece) / PUNCT_CHARS_PER_TOKEN
         else:
