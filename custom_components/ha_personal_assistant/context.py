@@ -333,6 +333,8 @@ class EntityIndex:
         self._keywords = KeywordIndex()
         self._by_keyword: dict[str, list[tuple[str, int]]] = {}
         self._domain_names: Mapping[str, Iterable[str]] | None = None
+        # Each entity's line, kept while its state object (and area) is the same.
+        self._lines: dict[str, tuple[State, str, bool]] = {}
 
     def _refresh(
         self,
@@ -364,6 +366,7 @@ class EntityIndex:
                 del self._entities[entity_id]
             changed = True
         if changed:
+            self._lines.clear()
             self._domain_names = domain_names
             self._keywords = KeywordIndex()
             self._by_keyword = {}
@@ -387,21 +390,40 @@ class EntityIndex:
         for keyword in self._keywords.found(message):
             for entity_id, score in self._by_keyword.get(keyword, ()):
                 kinds.setdefault(entity_id, set()).add(score)
-        lines: list[EntityLine] = []
+        always: list[EntityLine] = []
+        relevant: list[EntityLine] = []
+        rest: list[EntityLine] = []
+        lines = self._lines
         for state in visible:
-            area_label = self._entities[state.entity_id][2]
-            text = f"{state.entity_id} | {state.name} | {state.state}"
-            if area_label:
-                text += f" | {area_label}"
-            always = state.domain in ALWAYS_ON_DOMAINS or (
-                state.domain == "binary_sensor"
-                and state.attributes.get("device_class") in PRESENCE_CLASSES
-            )
+            cached = lines.get(state.entity_id)
+            if cached is None or cached[0] is not state:
+                cached = (state, *self._line(state))
+                lines[state.entity_id] = cached
+            _state, text, is_always = cached
             # Each kind of match counts once: "kitchen light" beats "light".
-            score = sum(kinds.get(state.entity_id, ()))
-            lines.append(EntityLine(state.entity_id, text, score, always))
-        lines.sort(key=lambda line: (not line.always, -line.score, line.entity_id))
-        return lines
+            score = sum(kinds[state.entity_id]) if state.entity_id in kinds else 0
+            line = EntityLine(state.entity_id, text, score, is_always)
+            if is_always:
+                always.append(line)
+            elif score:
+                relevant.append(line)
+            else:
+                rest.append(line)
+        relevant.sort(key=lambda line: (-line.score, line.entity_id))
+        always.sort(key=lambda line: (-line.score, line.entity_id))
+        return [*always, *relevant, *rest]
+
+    def _line(self, state: State) -> tuple[str, bool]:
+        """Return an entity's context line, and whether it is always shown."""
+        area_label = self._entities[state.entity_id][2]
+        text = f"{state.entity_id} | {state.name} | {state.state}"
+        if area_label:
+            text += f" | {area_label}"
+        always = state.domain in ALWAYS_ON_DOMAINS or (
+            state.domain == "binary_sensor"
+            and state.attributes.get("device_class") in PRESENCE_CLASSES
+        )
+        return text, always
 
 
 def rank_entities(
@@ -474,7 +496,7 @@ class ContextAssembler:
             for chunk in turn.documents
             if not chunk.trusted
         ]
-        self._plan: tuple[str, list[str], int] | None = None
+        self._plan: tuple[list[str], list[str], list[str]] | None = None
         self._costs: dict[tuple[str | None, int, float], int] = {}
 
     def _cost(self, message: AnyMessage) -> int:
@@ -556,17 +578,13 @@ class ContextAssembler:
                 break
             fenced.append(text)
             doc_room -= cost
-        if entity_lines:
-            parts.append(ENTITIES_HEADER)
-            parts.extend(entity_lines)
-        left_out = len(turn.entities) - len(entity_lines)
-        if left_out:
-            parts.append(f"({left_out} more: use list_entities)")
-        elif not turn.entities:
+        if not turn.entities:
             parts.append("No entities are exposed to the assistant.")
-        self._plan = ("\n".join(parts), fenced, granted["history"])
+        elif entity_lines:
+            parts.append(ENTITIES_HEADER)
+        self._plan = (parts, entity_lines, fenced)
 
-    def build(
+    def build(  # noqa: PLR0915 - the cut order reads best in one place
         self,
         messages: Sequence[AnyMessage],
         *,
@@ -594,42 +612,53 @@ class ContextAssembler:
             )
             self._plan_context(summary, history_demand, max(0, room - rest))
         assert self._plan is not None  # noqa: S101 - planned just above
-        context, fenced, _history_room = self._plan
+        parts, planned_entities, fenced = self._plan
         # Cut until the request fits: untrusted chunks first, then the oldest
-        # turns, then the context block's lines from the end. The system prompt
-        # and the user's message are never cut.
+        # turns, then the least relevant entities, then the other context
+        # lines from the end. The system prompt and the user's message are
+        # never cut.
         documents = list(fenced)
-        context_lines = context.splitlines()
+        context_lines = list(parts)
+        entity_lines = list(planned_entities)
         history_costs = [cost_of(message) for message in history]
-        line_costs = [counter.count(line) + 1 for line in context_lines]
         document_costs = [counter.count(text) + MESSAGE_OVERHEAD for text in documents]
-
-        def total() -> int:
-            return (
-                sum(history_costs)
-                + sum(line_costs)
-                + sum(document_costs)
-                + (2 * MESSAGE_OVERHEAD if documents else 0)
-                + rest
-            )
-
-        while total() > room:
+        line_costs = [counter.count(line) + 1 for line in context_lines]
+        entity_costs = [counter.count(line) + 1 for line in entity_lines]
+        documents_overhead = 2 * MESSAGE_OVERHEAD
+        total = (
+            sum(history_costs)
+            + sum(document_costs)
+            + (documents_overhead if documents else 0)
+            + sum(line_costs)
+            + sum(entity_costs)
+            + ENTITY_FOOTER_TOKENS
+            + rest
+        )
+        while total > room:
             if documents:
                 documents.pop()
-                document_costs.pop()
+                total -= document_costs.pop()
+                if not documents:
+                    total -= documents_overhead
             elif history:
                 length = _turn_length(history)
                 del history[:length]
+                total -= sum(history_costs[:length])
                 del history_costs[:length]
+            elif entity_lines:
+                entity_lines.pop()
+                total -= entity_costs.pop()
             elif len(context_lines) > len(self.turn.header):
                 context_lines.pop()
-                line_costs.pop()
+                total -= line_costs.pop()
             else:
                 break
-        if total() > room:
+        if total > room:
             # Only this turn's own tool results are left to cut: the longest first.
-            current[1:] = _shrink_tool_results(current[1:], total() - room, cost_of)
-            rest = sum(cost_of(message) for message in current[1:])
+            current[1:] = _shrink_tool_results(current[1:], total - room, cost_of)
+            new_rest = sum(cost_of(message) for message in current[1:])
+            total += new_rest - rest
+        context_lines = _with_entities(context_lines, entity_lines, self.turn.entities)
         result: list[AnyMessage] = [SystemMessage(content=self.system_prompt), *history]
         if user is not None:
             result.append(
@@ -640,40 +669,49 @@ class ContextAssembler:
                 )
             )
         if documents:
-            result.append(
-                AIMessage(
-                    content="",
-                    tool_calls=[
-                        {
-                            "name": SEARCH_DOCUMENTS,
-                            "args": {"query": user_text},
-                            "id": AUTO_CONTEXT_CALL_ID,
-                            "type": "tool_call",
-                        }
-                    ],
-                )
-            )
-            result.append(
-                ToolMessage(
-                    content="\n\n".join(documents),
-                    tool_call_id=AUTO_CONTEXT_CALL_ID,
-                    name=SEARCH_DOCUMENTS,
-                )
-            )
+            result.extend(_document_messages(user_text, documents))
         result.extend(current[1:])
-        tokens = (
-            fixed
-            + total()
-            + counter.count(user_text)
-            + MESSAGE_OVERHEAD
-            + len(CONTEXT_HEADER)
-        )
+        tokens = fixed + total + counter.count(user_text) + 2 * MESSAGE_OVERHEAD
         return Request(
             result,
             tokens,
             untrusted=bool(documents),
             raw_tokens=math.ceil(tokens / counter.correction),
         )
+
+
+def _with_entities(
+    lines: list[str], entity_lines: list[str], entities: Sequence[EntityLine]
+) -> list[str]:
+    """Return the context lines with the entity lines and the count left out."""
+    if lines and lines[-1] == ENTITIES_HEADER and not entity_lines:
+        lines = lines[:-1]
+    result = [*lines, *entity_lines]
+    if entities and (left_out := len(entities) - len(entity_lines)):
+        result.append(f"({left_out} more: use list_entities)")
+    return result
+
+
+def _document_messages(query: str, documents: Sequence[str]) -> list[AnyMessage]:
+    """Return retrieved untrusted chunks as if the model had searched for them."""
+    return [
+        AIMessage(
+            content="",
+            tool_calls=[
+                {
+                    "name": SEARCH_DOCUMENTS,
+                    "args": {"query": query},
+                    "id": AUTO_CONTEXT_CALL_ID,
+                    "type": "tool_call",
+                }
+            ],
+        ),
+        ToolMessage(
+            content="\n\n".join(documents),
+            tool_call_id=AUTO_CONTEXT_CALL_ID,
+            name=SEARCH_DOCUMENTS,
+        ),
+    ]
 
 
 def _shrink_tool_results(
