@@ -18,6 +18,7 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 
 from custom_components.ha_personal_assistant.agent.prompts import SUMMARY_HEADER
+from custom_components.ha_personal_assistant.assistant import Speaker
 from custom_components.ha_personal_assistant.const import CONF_NUM_CTX
 from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.history import SUMMARY_PROMPT
@@ -339,3 +340,58 @@ async def test_a_model_counting_more_tokens_is_learned_and_then_fits(
     room = NUM_CTX - budget.answer_reserve
     assert all(heavy_tokenizer(r) <= room for r in requests)
     assert heavy_tokenizer(requests[-1]) > 0.5 * room
+
+
+async def test_home_assistants_own_domain_names_work_in_the_users_language(
+    hass: HomeAssistant,
+    big_house: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """French is not in the built-in words; HA's translation 'Lumière' is."""
+    hass.config.language = "fr"
+    await _ask(telegram, "Quelle lumière est allumée ?")
+    lines = _context_lines(fake_ollama.last_chat_request)
+    assert any(line.startswith("light.kitchen_lights |") for line in lines)
+    assert any(line.startswith("light.bed_light |") for line in lines)
+    assert not any(line.startswith("sensor.zigbee_probe_") for line in lines)
+
+
+async def test_untrusted_documents_are_cut_first_in_a_small_window(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """With num_ctx 4096 and long chunks, requests fit and the message stays whole."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    long_text = "The heat pump defrosts below three degrees. " * 40
+    entry.runtime_data.assistant.documents = Documents(
+        [
+            Hit(f"Manual {i}", long_text, 0.9 - i / 100, "add_document", False)
+            for i in range(5)
+        ]
+    )
+    fake_ollama.default = lambda _request: "Sure. " + LONG_WORDS * 6
+    question = ("Why is the heat pump loud? " + LONG_WORDS * 4).strip()
+    for _ in range(4):
+        await _ask(telegram, question)
+    budget = Budget(num_ctx=4096, fixed=0)
+    for request in fake_ollama.chat_requests:
+        assert _real_tokens(request) <= budget.limit
+        assert last_user_content(request).startswith(question)
+    # Some chunk still made it, but not all five.
+    tools = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"][-1:]]
+    assert "defrosts" in tools[0]
+    assert tools[0].count("Manual") < 5
+
+
+async def test_the_turn_reports_the_tokens_of_its_request(
+    hass: HomeAssistant, big_house: MockConfigEntry, fake_ollama: FakeOllama
+) -> None:
+    """TurnResult.context_tokens is the estimate of what was sent (for sensors)."""
+    assistant = big_house.runtime_data.assistant
+    result = await assistant.async_turn(
+        "telegram:1", "Is the kitchen light on?", Speaker("telegram:1", "Al", None, 1)
+    )
+    assert result.ok
+    sent = fake_ollama.last_chat_request
+    assert _real_tokens(sent) <= result.context_tokens <= NUM_CTX
