@@ -223,6 +223,10 @@ def main() -> int:
     second_base = evaluate_injections(baseline_flagged, "holdout_")
     held = evaluate_injections(lambda text: check_text(text).flagged, "holdout2_")
     held_base = evaluate_injections(baseline_flagged, "holdout2_")
+    third = evaluate_injections(lambda text: check_text(text).flagged, "holdout3_")
+    third_base = evaluate_injections(baseline_flagged, "holdout3_")
+    fourth = evaluate_injections(lambda text: check_text(text).flagged, "holdout4_")
+    fourth_base = evaluate_injections(baseline_flagged, "holdout4_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -258,7 +262,7 @@ def main() -> int:
     print(f"  true positives         {pct(second.tp)}  {pct(second_base.tp)}")
     print(f"  false positives        {pct(second.fp)}  {pct(second_base.fp)}")
     print()
-    print("Held-out set (never used to tune)  firewall              pre-#6 baseline")
+    print("Second held-out set (tuned on after 2026-11-24: 73.61 % at first)")
     print(f"  true positives         {pct(held.tp)}  {pct(held_base.tp)}")
     print(f"  false positives        {pct(held.fp)}  {pct(held_base.fp)}")
     for title, ours_table, base_table in (
@@ -271,12 +275,38 @@ def main() -> int:
                 f"  TP {title} {label:<18} {pct(ours_table[label])}  "
                 f"{pct(base_table[label])}"
             )
+    for title, figures, base in (
+        (
+            "Third set, hand-written (untuned 33.92 %, tuned on since)",
+            third,
+            third_base,
+        ),
+        ("Fourth held-out set, never tuned on (67.07 % at first)", fourth, fourth_base),
+    ):
+        print()
+        print(title)
+        print(f"  true positives         {pct(figures.tp)}  {pct(base.tp)}")
+        print(f"  false positives        {pct(figures.fp)}  {pct(base.fp)}")
+        for key, ours_table, base_table in (
+            ("goal", figures.by_goal, base.by_goal),
+            ("vector", figures.by_vector, base.by_vector),
+            ("style", figures.by_source, base.by_source),
+        ):
+            for label in ours_table:
+                print(
+                    f"  TP {key} {label:<18} {pct(ours_table[label])}  "
+                    f"{pct(base_table[label])}"
+                )
     if verbose:
         for title, lines in (
             ("second tuning set misses", second.misses),
             ("second tuning set false positives", second.false_positives),
             ("held-out misses", held.misses),
             ("held-out false positives", held.false_positives),
+            ("third held-out misses", third.misses),
+            ("third held-out false positives", third.false_positives),
+            ("fourth held-out misses", fourth.misses),
+            ("fourth held-out false positives", fourth.false_positives),
             ("PII misses", pii.misses),
             ("PII over-redactions", pii.false_positives),
             ("hard benign queries changed", pii.hard_lines),
@@ -292,6 +322,10 @@ def main() -> int:
         and share(pii.over_redacted) <= OVER_REDACTION_MAX
         and share(inj.tp) >= INJECTION_TP_MIN
         and share(inj.fp) <= INJECTION_FP_MAX
+        and all(
+            share(figures.fp) <= INJECTION_FP_MAX
+            for figures in (second, held, third, fourth)
+        )
     )
     print("\nthresholds of issue #6:", "met" if ok else "NOT met")
     return 0 if ok else 1

@@ -335,10 +335,12 @@ async def test_links_are_removed_in_turns_without_a_search(
         "light.kitchen_lights is on."
     )
     await telegram.send_text("What about https://my.example.net/page ?")
-    text = (await telegram.wait_for_sent(1, chat_id=ALICE_ID))[0]["text"]
+    sent = (await telegram.wait_for_sent(1, chat_id=ALICE_ID))[0]
+    text = sent["text"]
     assert "https://example.com/x" not in text
     assert "https://my.example.net/page" in text
     assert "light.kitchen_lights is on" in text
+    assert sent["link_preview_options"] == {"is_disabled": True}
 
 
 async def test_old_audit_rows_are_dropped(

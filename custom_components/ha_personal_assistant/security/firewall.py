@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import secrets
 import unicodedata
@@ -89,12 +91,16 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "asks for the assistant's instructions",
         re.compile(
-            r"\b(?:your|the)\s+(?:initial|original|starting|first|hidden|secret)\s+"
+            r"\byour\s+(?:initial|original|starting|first|hidden|secret)\s+"
             r"(?:instructions?|prompt|configuration)\b|\bsystem_?prompt\b"
             r"|\brepeat\s+(?:the\s+|all\s+|this\s+)?(?:text|words|conversation|"
             r"everything|instructions?)\s+(?:above|before|you\s+were)"
             r"|\brepeat\s+(?:the\s+above|this\s+entire|the\s+entire|everything\s+above)"
-            r"|\bwhat\s+(?:were|are)\s+you\s+(?:told|instructed)\b"
+            r"|\bwhat\s+(?:were|are)\s+you\s+instructed\b"
+            r"|\bwhat\s+were\s+you\s+told\s+(?:before|at\s+the\s+(?:start|beginning)|"
+            r"initially)\b|\byour\s+(?:system|developer)\s+(?:prompt|message|instructions?)\b"
+            r"|\b(?:repeat|print|reveal|show|output|continue|display)\b[^.!?\n]{0,30}\b"
+            r"(?:system|initial)\s+(?:prompt|message|instructions?|configuration)\b"
             r"|\byou\s+were\s+(?:given|told)\s+(?:at\s+the\s+beginning|initially|before)"
             r"|\bi\s+was\s+instructed\s+to\b|\bmy\s+instructions\s+are\b"
             r"|\binitiali[sz]ation\s+string\b|\boutput\s+the\s+text\s+above\b"
@@ -104,17 +110,12 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "redefines the assistant",
         re.compile(
-            r"\byou\s+are\s+now\b|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|dan\b)"
-            r"|\bdo\s+anything\s+now\b|\bdeveloper\s+mode\b|\bjailbr(?:oken|eak)\b"
-            r"|\byour\s+new\s+(?:role|task|goal|instructions?)\b|\[dan\]"
+            r"\byou\s+are\s+now\s+(?:dan\b|an?\s+(?:unrestricted|unfiltered|evil|jailbroken)\b|"
+            r"in\s+(?:developer|god|admin|maintenance|debug)\s+mode\b|\w+(?:bot|gpt)\b)"
+            r"|\bact\s+as\s+(?:an?\s+)?(?:unrestricted|dan\b)"
+            r"|\bdo\s+anything\s+now\b|\bjailbr(?:oken|eak)\b"
+            r"|\byour\s+new\s+(?:task|instructions?)\b|\[dan\]"
             r"|\bnew\s+(?:task|goal|objective|role)\s*:"
-        ),
-    ),
-    (
-        "mentions the system prompt",
-        re.compile(
-            r"\b(?:system|developer)\s+(?:prompt|message|instructions?)\b"
-            r"|\(system_message\)|\bsystem_message\b"
         ),
     ),
     (
@@ -123,13 +124,10 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"\bnew\s+instructions?\s*(?::|-|follow|below|for\s+(?:you|the\s+(?:ai|"
             r"assistant|model|agent)))|\bimportant\s+(?:message|instructions?)\s+"
             r"(?:from|for|to)\b|\bfollowing\s+instructions?\s*:"
-            r"|\bstrictly\s+adhere\b|\bstop\s+everything\b"
-            r"|\bbefore\s+you\s+(?:can\s+)?(?:solve|answer|continue|proceed|respond|"
-            r"complete|finish|summari[sz]e|reply)\b"
+            r"|\bstrictly\s+adhere\b"
             r"|\bthe\s+task\s+(?:that\s+)?i\s+gave\s+you\b"
-            r"|\b(?:verified|authori[sz]ed|official)\s+(?:command|instruction|request)s?\b"
-            r"|\b(?:homeowner|owner|user)\s+(?:has\s+)?(?:already\s+)?(?:agreed|approved|"
-            r"authori[sz]ed|consented)\b|\bi\s+authori[sz]e\s+you\b"
+            r"|\b(?:verified|authori[sz]ed)\s+(?:command|instruction|request)s?\b"
+            r"|\bi\s+authori[sz]e\s+you\b"
         ),
     ),
     (
@@ -169,36 +167,39 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         "names a tool",
         re.compile(
             r"\bcall_service\b|\b(?:get_state|list_entities|get_history|web_search|"
-            r"search_documents|remember|forget)\s*\(|\"(?:name|function|tool)\"\s*:"
+            r"search_documents|remember|forget)\s*\("
+            r"|\"(?:name|function|tool)\"\s*:\s*\"(?:call_service|get_state|list_entities|"
+            r"get_history|web_search|search_documents|remember|forget)\""
             r"|\b(?:use|call|run|invoke)\s+(?:the\s+)?(?:web_search|search_documents|"
             r"get_state|list_entities|remember|forget)\b"
-            r"|\b(?:lock|alarm_control_panel|cover|camera|switch|light)\."
-            r"(?:unlock|open|open_cover|alarm_disarm|turn_off|turn_on)\b"
         ),
     ),
     (
         "tells the assistant to act on a lock or alarm",
         re.compile(
-            r"(?:^\s*|\n\s*(?:[-*•]\s*)?|[.!?;:,(\[*<>\"/`]\s*|\b(?:and|then|please|"
-            r"always|now|must|should|first|immediately|todo|do)\s+)"
+            r"(?:[;(\[*<>\"/`]\s*|\btodo\s*:\s*|\b(?:and|then|please|always|now|must|"
+            r"should|first|immediately|todo|do)\s+)"
             + _ACTIONS
             + r"\b[^.!?\n]{0,40}\b"
             + _GUARDED
             + r"\b"
             + r"|\b"
             + _ACTIONS
+            + r"\b[^.!?\n]{0,40}\b"
+            + _GUARDED
+            + r"\b[^.!?\n]{0,20}\b(?:now|immediately|right\s+away|at\s+once)\b"
+            + r"|\b"
+            + _ACTIONS
             + r"\s+(?:the\s+)?"
             + _SENSITIVE_ENTITY
-            + r"|\b(?:turn|switch|shut)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:\w+\s+){0,2}"
-            r"(?:alarms?|cameras?|sirens?|security)\s+off\b"
-            r"|\bput\s+(?:the\s+)?(?:\w+\s+){0,2}(?:alarms?|security)\s+in(?:to)?\s+"
+            + r"|\bput\s+(?:the\s+)?(?:\w+\s+){0,2}(?:alarms?|security)\s+in(?:to)?\s+"
             r"disarm\w*"
         ),
     ),
     (
         "asks to skip confirmation",
         re.compile(
-            r"\bwithout\s+(?:asking|confirm\w*|permission|the\s+user)\b"
+            r"\bwithout\s+(?:confirm\w*|asking\s+(?:the\s+)?(?:user|owner))\b"
             r"|\b(?:skip|bypass|disable)\b[^.!?\n]{0,20}\bconfirm\w*"
             r"|\b(?:do\s+not|don't|never)\s+ask\s+(?:for\s+)?(?:confirm\w*|permission)"
             r"|\b(?:do\s+not|don't|never)\s+(?:tell|inform|notify|mention\s+(?:it\s+)?to)"
@@ -232,16 +233,347 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"\bdownload\b)"
             r"|\b(?:reply|respond|answer)\s+with\s+(?:the|this)\s+(?:link|url)\b"
             r"|\b(?:tell|ask|instruct)\s+(?:the\s+)?(?:user|owner)\s+to\b"
+            r"|\b(?:recommend|advise|urge|remind)\s+(?:that\s+)?(?:the\s+|their\s+|your\s+)?"
+            r"(?:user|owner|reader)s?\s+(?:to\s+)?(?:download|visit|log\s*in|sign\s*in|"
+            r"click|verify|reset|install|re-?link)"
+        ),
+    ),
+)
+
+_READER_AI: Final = (
+    r"(?:ai|a\.i\.|assistants?|chat\s?bots?|language\s+models?|llms?|agents?|bots?|"
+    r"models?|gpt|summari[sz]ers?|smart\s+speakers?|voice\s+assistants?|readers?|"
+    r"systems?)"
+)
+_VOCATIVE_AI: Final = (
+    r"(?:ai|a\.i\.|assistant|chat\s?bot|llm|agent|bot|model|helper|"
+    r"assistent|asistente|asystenc\w*|ассистент|помощник|ии|ia|ki)"
+)
+_OWNER: Final = (
+    r"(?:user|owner|homeowner|home\s?owner|resident|household|family|client|"
+    r"human|person\s+you\s+(?:work\s+for|are\s+chatting\s+with)|"
+    r"nutzer\w*|benutzer\w*|besitzer\w*|utilisateur\w*|propriétaire|usuario\w*|"
+    r"dueño\w*|użytkownik\w*|właściciel\w*|пользовател\w*|владел\w*|хозя\w*|"
+    r"用户|主人)"
+)
+
+_ROLE_PLAY: Final = "frames a role-play"
+# "You are Sherlock Holmes": a persona named with a capital, read before folding.
+_NAMED_PERSONA: Final = re.compile(r"\b[Yy]ou\s+are\s+(?:now\s+)?[A-Z][\w-]+")
+
+# Weak cues: each alone is common in ordinary text (a manual says "open the
+# garage door", a shop says "act now", a how-to mentions the assistant). Text
+# is withheld when cues add up to FLAG_SCORE: a house goal *and* a sign that
+# it is aimed at the reader, or a pressure, stealth or disguise cue.
+WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    (
+        "asks for a house action",
+        re.compile(
+            r"\b" + _ACTIONS + r"\b[^.!?\n]{0,40}\b" + _GUARDED + r"\b"
+            r"|\b(?:unlock|open|raise|lift|disarm|deactivate|disable)\s+(?:it|them)\b"
+            r"|\b(?:turn|switch|shut)\s+(?:the\s+|all\s+(?:the\s+)?)?(?:\w+\s+){0,2}"
+            r"(?:alarms?|cameras?|sirens?|security(?:\s+system)?|locks?)\s+off\b"
+            r"|\b" + _SENSITIVE_ENTITY + r"\b"
+            r"|\b(?:wi-?fi\s+password|alarm\s+code|door\s+code|deadbolt|disengage)\b"
+            r"|\b(?:garage|gate|door|lock)s?\s+(?:must|should|to)\s+(?:be\s+)?"
+            r"(?:go\s+up|opened|unlocked|left\s+open)"
+            r"|\b(?:alarms?|security)\b[^.!?\n]{0,30}\b(?:disarmed|silenced|off)\b"
+            r"|\b(?:unlocks?|opens?)\s+(?:every|all)\s+(?:doors?|locks?)\b"
+            r"|\blet\s+(?:the\s+)?(?:\w+\s+){0,2}" + _GUARDED + r"\s+(?:unlock|open)"
+            # German, French, Spanish, Polish, Russian, Chinese
+            r"|\b(?:öffne|entriegle|entsperre|deaktiviere|schalte)\b[^.!?\n]{0,40}"
+            r"(?:tür|schloss|garage|tor|alarm)"
+            r"|\b(?:ouvre|déverrouille|désactive|désarme|coupe)\b[^.!?\n]{0,40}"
+            r"\b(?:porte|serrure|garage|alarme)"
+            r"|\b(?:abre|desbloquea|desactiva|desarma|apaga)\b[^.!?\n]{0,40}"
+            r"\b(?:puerta|cerradura|garaje|alarma)"
+            r"|\b(?:otwórz|otworzyć|odblokuj|wyłącz|rozbrój)\b[^.!?\n]{0,40}"
+            r"\b(?:drzwi|zam[ek]\w*|bram\w*|garaż\w*|alarm\w*)"
+            r"|(?:открой|открыть|отопри|отключи|выключи|сними)[^.!?\n]{0,40}"
+            r"(?:двер|замок|ворота|гараж|сигнализац)"
+            r"|(?:打开|开锁|关闭|解除)[^。!?\n]{0,20}(?:门|锁|车库|警报|报警)"
         ),
     ),
     (
-        "demands the answer",
+        "asks for the household's private data",
+        re.compile(
+            r"\b(?:address|coordinates|gps|latitude|phone\s+number|post\s?code|street|"
+            r"where\s+(?:\w+\s+){0,4}lives?)\b[^.!?\n]{0,60}\b" + _OWNER + r"\b"
+            r"|\b" + _OWNER + r"(?:'s)?\b[^.!?\n]{0,40}\b(?:address|coordinates|"
+            r"phone\s+number|street|where\s+(?:\w+\s+){0,4}lives?)\b"
+            r"|\bhome\s+(?:address|coordinates|location)\b"
+            r"|(?:adresse|anschrift|dirección|adres|адрес|地址|住址)"
+        ),
+    ),
+    (
+        "asks to keep a rule",
+        re.compile(
+            r"\b(?:remember|memori[sz]\w*|store|save|keep\s+in\s+mind|commit\s+to\s+"
+            r"(?:long-term\s+)?memory|make\s+a\s+note|memory\.add|memory_write|"
+            r"profile_update|append\s+to\s+(?:the\s+)?(?:user\s+)?profile|"
+            r"update\s+(?:the\s+)?(?:user's\s+|owner's\s+|your\s+)?(?:profile|memory))\b"
+            r"[^.!?\n]{0,60}\b(?:rule|forever|permanent\w*|from\s+now\s+on|for\s+the\s+"
+            r"future|standing|long-term|memory|profile|no\s+longer|never|always)\b"
+            r"|\bmemory\s+(?:should|must|will)\s+be\b"
+            r"|(?:\b(?:merk\w*\s+dir|mémorise|retiens|guarda\s+en\s+tu\s+memoria|"
+            r"memoriza|recuerda|zapamiętaj)\b|запомни|记住)[^.!?\n。]{0,60}"
+            r"(?:dauerhaft|für\s+immer|regel|définitivement|pour\s+toujours|règle|"
+            r"para\s+siempre|regla|na\s+stałe|zawsze|reguł|навсегда|правил|永远|规则)"
+        ),
+    ),
+    (
+        "points the reader to a link",
+        re.compile(
+            r"(?:https?://|hxxps?://|www\.|\[\.\])[^\n]{0,120}\b(?:"
+            + _OWNER
+            + r"|reader|them)\b|\b(?:"
+            + _OWNER
+            + r"|reader)\b[^\n]{0,120}"
+            r"(?:https?://|hxxps?://|www\.|\[\.\])"
+            r"|\b(?:answer|reply|response)\s+must\s+(?:end|include|contain)\b"
+            r"|\bend\s+(?:its|your)\s+answer\s+with\b|\bfooter\s+for\s+the\s+reply\b"
+            r"|\b(?:include|add|append|put|insert)\s+(?:the\s+|this\s+)?(?:link|url)\b"
+            r"|\b(?:bit\.ly|tinyurl\.com|goo\.gl|t\.co|is\.gd)/"
+            r"|(?:https?://|www\.)[^\n]{0,120}(?:anmelden|connecter|sesión|zalog|войти|登录|"
+            r"访问|下载)|(?:anmelden|connecter|sesión|zalog|войти|登录|访问|下载|ссылк|链接|"
+            r"用户)[^\n]{0,120}(?:https?://|www\.)"
+        ),
+    ),
+    (
+        "addresses an AI reader",
+        re.compile(
+            r"\b(?:any|the|every|whichever|whatever|an?|all)\s+(?:\w+\s+){0,3}"
+            + _READER_AI
+            + r"\s+(?:that\s+|who\s+|which\s+)?(?:is\s+|are\s+)?(?:reads?|reading|"
+            r"process\w*|pars\w+|sees?|seeing|index\w*|relay\w*|summari[sz]\w*|"
+            r"ends?\s+up|handl\w+|that\s+are\s+ai)\b"
+            r"|\bwhoever\s+(?:is\s+)?(?:reads?|reading|summari[sz]\w*|process\w*)"
+            r"|\b(?:ais|assistants|agents|bots|models|llms|chat\s?bots)\s+(?:that|who|which)"
+            r"\s+(?:reads?|process\w*|pars\w+|sees?|summari[sz]\w*|index\w*)\b"
+            r"|\b(?:when|while|after|before)\s+(?:you\s+(?:are\s+)?)?(?:summari[sz]\w*|"
+            r"read\w*|process\w*|translat\w*|answer\w*)\s+(?:this|the)\s+(?:page|text|"
+            r"article|document|review|snippet|e-?mail|message|post|entry)\b"
+            r"|\b(?:all|every|any)\s+(?:\w+\s+){0,2}(?:ai|assistants|agents|bots|llms|"
+            r"language\s+models|chat\s?bots)\b"
+            r"|\b(?:for|to)\s+(?:the\s+)?(?:ai|models?|agents?|bots?|llms?|assistants?)"
+            r"\b(?:\s+only)?\s*[:.,]"
+            r"|\bautomated\s+(?:readers?|assistants?|summari[sz]ers?|systems?|agents?)"
+            r"|\b(?:ai|llm|agent|model|bot)[\s-](?:instruction|directive|task)s?\b"
+            r"|(?:^|[\n.!?:;()\[\]{>\"*]|--)\s*(?:dear|hey|hi|hello)?\s*(?:the\s+)?"
+            + _VOCATIVE_AI
+            + r"\s*[,:!]"
+            r"|[,—-]\s*(?:the\s+)?" + _VOCATIVE_AI + r"\s*[.!]?\s*$"
+            r"|\bdear\s+(?:smart\s+)?(?:assistant|bot|helper|ai)\b"
+            r"|\bif\s+you\s+are\s+an?\s+(?:automated|ai|language)\b"
+            r"|\bnote\s+pour\s+l'ia\b|\bfür\s+die\s+ki\b|\bpara\s+la\s+ia\b|"
+            r"人工智能|助手"
+        ),
+    ),
+    (
+        "tells the reader what to do",
+        re.compile(
+            r"\b(?:please|kindly|(?:could|would|can)\s+you\s+(?:please|kindly)|"
+            r"would\s+you\s+mind|(?:reply|respond|answer)\s+with|before\s+(?:you\s+)?"
+            r"(?:answer|reply|respond|continue|proceed|complete|finish|summari[sz]e|solve)\w*|"
+            r"i'd\s+like\s+(?:you|the)|we'd\s+(?:really\s+)?appreciate|as\s+a\s+courtesy|"
+            r"(?:small|tiny)\s+(?:favou?r|request)|be\s+so\s+kind|you\s+(?:must|should|"
+            r"need\s+to|have\s+to)|(?:is|are)\s+(?:expected\s+|kindly\s+asked\s+)?to|"
+            r"your\s+(?:next\s+|first\s+)?(?:task|job|action|line|step)|do\s+it|"
+            r"(?:now|then)\s+do|must\s+go\s+to|should\s+(?:also|naturally)|"
+            r"has\s+to|carry\s+it\s+out|execute|perform\s+it|in\s+your\s+(?:answer|"
+            r"reply|response))\b"
+            r"|\b(?:bitte|por\s+favor|proszę|s'il\s+te\s+plaît|merci)\b|пожалуйста|请"
+            r"|\b(?:du\s+musst|tu\s+dois|debes|musisz)\b"
+            r"|\b(?:report|output|print|say|respond|reply|answer)\s*:"
+            # Imperatives of the verbs an attack needs, in the other languages.
+            r"|\b(?:öffne|entriegle|schalte|merke|schreib\w?|schick\w?|sag|gib|speichere|"
+            r"ouvre|déverrouille|désactive|mémorise|retiens|dis|indique|écris|envoie|"
+            r"abre|desactiva|desarma|guarda|recuerda|dile|escribe|envía|incluye|"
+            r"otwórz|wyłącz|zapamiętaj|powiedz|podaj|napisz|wyślij)\b"
+            r"|(?:открой|отключи|запомни|скажи|напиши|отправь|пришли)"
+            r"|\b(?:in\s+deine[rn]?\s+antwort|dans\s+ta\s+réponse|en\s+tu\s+respuesta|"
+            r"w\s+odpowiedzi|bevor\s+du|avant\s+de\s+répondre|antes\s+de\s+responder|"
+            r"zanim\s+odpowiesz)\b|в\s+ответе|在回答|回答中"
+        ),
+    ),
+    (
+        "pushes for haste or authority",
+        re.compile(
+            r"\b(?:urgent\w*|emergency\s*[:!]|this\s+is\s+an\s+emergency|immediately|right\s+(?:now|away)|at\s+once|"
+            r"asap|no\s+time|every\s+second|this\s+second|final\s+notice|last\s+warning|"
+            r"time-critical|(?:this\s+is\s+)?required\s+for\s+the\s+(?:security\s+)?\w+|stop\s+everything|official\s+(?:command|instruction|request)s?|"
+            r"within\s+(?:the\s+hour|\d+\s+hours?)|pre-?approved|"
+            r"(?:already\s+)?(?:authori[sz]ed|approved)|no\s+questions|"
+            r"(?:owner|homeowner|user)\s+(?:has\s+)?(?:already\s+)?(?:agreed|approved|"
+            r"authori[sz]ed|consented|granted|wants|allowed))\b"
+            r"|\b(?:sofort|jetzt|tout\s+de\s+suite|maintenant|ahora\s+mismo|"
+            r"inmediatamente|natychmiast|teraz)\b|немедленно|прямо\s+сейчас|立即|马上"
+            r"|\b(?:besitzer|propriétaire|dueño|właściciel)\b"
+        ),
+    ),
+    (
+        "asks to act unseen",
+        re.compile(
+            r"\b(?:say\s+nothing|no\s+need\s+to\s+ask|doesn't\s+need\s+to\s+know|"
+            r"don't\s+need\s+to\s+know|do\s+not\s+wait\s+for\s+the\s+user|"
+            r"no\s+time\s+to\s+(?:confirm|ask)|ask\s+nothing|quietly|silently|"
+            r"never\s+ask\s+(?:before|first|again)|without\s+(?:asking|permission|the\s+user))"
+            r"\b"
+            r"|\b(?:nicht\s+nachfragen|sin\s+pedir\s+confirmación|nie\s+pytaj|"
+            r"sans\s+demander)\b|не\s+говори|подтверждение\s+не\s+нужно|不要告诉"
+        ),
+    ),
+    (
+        _ROLE_PLAY,
+        re.compile(
+            r"\b(?:pretend\s+(?:you|to)|imagine\s+you|let's\s+(?:play|pretend)|"
+            r"role-?play|play\s+the\s+role|you're\s+now\s+playing|you\s+are\s+now|"
+            r"from\s+this\s+point\s+you|in\s+this\s+story\s+you|simulation\s+mode|"
+            r"hypothetically|developer\s+mode|your\s+new\s+(?:role|goal)|you\s+are\s+(?:an?\s+)?(?:\w+\s+){0,2}(?:bot|actor|"
+            r"admin\w*|locksmith|butler))\b"
+        ),
+    ),
+    (
+        "imitates system or tool output",
+        re.compile(
+            r"\b(?:system|tool|function|supervisor|maintenance|admin)[ _:-]*"
+            r"(?:notice|update|output|result|response|message|call|exception|"
+            r"override|directive|returned)\b"
+            r"|\btool_?(?:output|result|response|call)\b|\bfunction_?(?:result|call)\b"
+            r"|\"?(?:approved|verified)\"?\s*:\s*true|\bbegin\s+system\b"
+            r"|^\s*#+\s*(?:instruction|tool|system)|\(automated\b|\(internal\)"
+            r"|\bpending\s+job\b|\bmandatory\b|\binstruction\s+override\b"
+            r"|\bmaintenance\s+mode\b|\[tool\b|\boverride\b"
+            r"|\bimportant\s+update\b|\bupdate\s+from\s+(?:\w+\s+){0,3}support\b"
+        ),
+    ),
+    (
+        "hides text in markup",
+        re.compile(
+            r"<!--|display\s*:\s*none|<\w+[^>]*\bhidden\b|\[//\]:|\[hidden\]:|/\*|%%"
+            r"|<meta\s+name=\"ai|```|white-text|invisible\s+to\s+humans|\(hidden\)"
+        ),
+    ),
+    (
+        "disguises words",
+        re.compile(
+            r"\b(?:base64|rot-?13|decode|reverse\s+this|letter\s+by\s+letter)\b"
+        ),
+    ),
+    (
+        "names a service or tool field",
+        re.compile(
+            r"\"(?:name|function|tool)\"\s*:"
+            r"|\b(?:lock|alarm_control_panel|cover|camera|switch|light)\."
+            r"(?:unlock|open|open_cover|alarm_disarm|turn_off|turn_on)\b"
+        ),
+    ),
+    (
+        "asks about its instructions",
+        re.compile(
+            r"\b(?:system|developer)\s+(?:prompt|message|instructions?)\b"
+            r"|\(system_message\)|\bsystem_message\b"
+            r"|\bthe\s+(?:initial|original|hidden|secret)\s+(?:instructions?|prompt)\b"
+            r"|\bwhat\s+(?:were|are)\s+you\s+told\b"
+        ),
+    ),
+    (
+        "just demands the answer",
         re.compile(
             r"\b(?:just|only)\s+(?:say|print|output|reply|respond|answer)\b"
             r"|\breply\s+with\s+only\b|\b(?:do|perform)\s+.{1,60}\s+instead\b"
         ),
     ),
 )
+FLAG_SCORE: Final = 2
+
+# Look-alike letters NFKC leaves alone (Cyrillic, Greek and others) and digits
+# standing in for letters: folded so a disguised word is still read.
+_CONFUSABLES: Final = str.maketrans(
+    "\u0430\u0435\u043e\u0440\u0441\u0443\u0445\u0456\u0458\u0455\u0501\u051b\u051d\u0251\u03bf\u03bd\u03c5\u03c4\u03ba\u03b1\u03b5\u1959013457@$",
+    "aeopcyxijsdqwaovutkaeuoieastas",
+)
+_LATIN_WORD: Final = re.compile(r"[a-z]")
+_OTHER_SCRIPT: Final = re.compile(
+    "[\u0370-\u03ff\u0400-\u04ff\u1950-\u197f\u0250-\u02af]"
+)
+_WORD: Final = re.compile(r"\S+")
+_MIXED_WORD: Final = re.compile(
+    r"(?=\S*[a-z])(?=\S*[0-9@$\u0250-\u02af\u0370-\u03ff\u0400-\u04ff\u1950-\u197f])\S+"
+)
+_SPELLED: Final = re.compile(r"\b(?:\w[ .\-_]{1,3}){3,}\w\b")
+_GAP: Final = re.compile(r"[ .\-_]{1,3}")
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]{12,}={0,2}")
+_ROT13: Final = str.maketrans(
+    "abcdefghijklmnopqrstuvwxyz", "nopqrstuvwxyzabcdefghijklm"
+)
+
+
+def _mixed_script(folded: str) -> bool:
+    """Tell whether a word mixes Latin letters with look-alikes of another script."""
+    return any(
+        _LATIN_WORD.search(word) and _OTHER_SCRIPT.search(word)
+        for word in _WORD.findall(folded)
+    )
+
+
+def _join_spelled(match: re.Match[str]) -> str:
+    """Join "u n l o c k  t h e" back into words: the usual gap joins letters."""
+    gaps = _GAP.findall(match.group(0))
+    usual = max(set(gaps), key=gaps.count)
+    return _GAP.sub(lambda gap: "" if gap.group(0) == usual else " ", match.group(0))
+
+
+def _decoded(clean: str) -> list[str]:
+    """Return base64 runs that decode to plain ASCII words."""
+    found = []
+    for match in _BASE64.finditer(clean):
+        chunk = match.group(0)
+        try:
+            raw = base64.b64decode(chunk + "=" * (-len(chunk) % 4), validate=True)
+            text = raw.decode("ascii")
+        except binascii.Error, UnicodeDecodeError:
+            continue
+        if text.isprintable() and " " in text:
+            found.append(text.casefold())
+    return found
+
+
+def _views(clean: str, folded: str) -> tuple[list[str], list[str]]:
+    """Return readings of the text that undo disguises, and the disguises found."""
+    views: list[str] = []
+    disguises: list[str] = []
+    # Only words that mix Latin letters with digits or other scripts are
+    # disguised; times, prices and Cyrillic prose stay as they are.
+    plain = _MIXED_WORD.sub(lambda m: m.group(0).translate(_CONFUSABLES), folded)
+    if plain != folded:
+        views.append(plain)
+        if _mixed_script(folded):
+            disguises.append("mixes look-alike letters into words")
+    # Spelled-out words are joined before whitespace is collapsed: the wider
+    # gap between words is what tells them apart.
+    spaced = clean.casefold().translate(_CONFUSABLES)
+    if _SPELLED.search(spaced):
+        joined = _SPELLED.sub(_join_spelled, spaced)
+        views.append(re.sub(r"[ \t\r\f\v]+", " ", joined))
+        disguises.append("spells words out")
+    decoded = _decoded(clean)
+    if decoded:
+        views.extend(decoded)
+        disguises.append("hides words in base64")
+    if re.search(r"\brot-?13\b", folded):
+        views.append(folded.translate(_ROT13))
+    if re.search(r"\brevers", folded):
+        views.append(" ".join(word[::-1] for word in reversed(folded.split())))
+    if "hxxp" in folded or "[.]" in folded:
+        disguises.append("defangs a link")
+    if _NAMED_PERSONA.search(clean) and not any(
+        pattern.search(folded)
+        for reason, pattern in WEAK_SIGNALS
+        if reason == _ROLE_PLAY
+    ):
+        disguises.append(_ROLE_PLAY)
+    return views, disguises
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,15 +618,34 @@ def neutralize(text: str) -> str:
 
 
 def check_text(text: str) -> FirewallResult:
-    """Normalize ``text`` and flag instructions aimed at the assistant."""
+    """Normalize ``text`` and flag instructions aimed at the assistant.
+
+    A strong pattern (chat-template tokens, "ignore previous instructions", a
+    tool name, ...) flags on its own. Weak cues score a point each, read on the
+    text and on versions of it with disguises undone; two points flag.
+    """
     clean, removed, has_tags = normalize(text)
     reasons: list[str] = []
     if has_tags:
         reasons.append("contains hidden tag characters")
     folded = re.sub(r"[ \t\r\f\v]+", " ", clean.casefold())
-    reasons.extend(reason for reason, pattern in PATTERNS if pattern.search(folded))
+    views, disguises = _views(clean, folded)
+    readings = (folded, *views)
+    reasons.extend(
+        reason
+        for reason, pattern in PATTERNS
+        if any(pattern.search(reading) for reading in readings)
+    )
     if EMBEDDED_COMMAND.search(clean):
         reasons.append("embeds a command to a lock or alarm")
+    cues = [
+        reason
+        for reason, pattern in WEAK_SIGNALS
+        if any(pattern.search(reading) for reading in readings)
+    ]
+    cues.extend(disguises)
+    if reasons or len(cues) >= FLAG_SCORE:
+        reasons.extend(cues)
     flagged = bool(reasons)
     if removed and not has_tags:
         # Zero-width joiners occur in emoji and bidi marks in right-to-left

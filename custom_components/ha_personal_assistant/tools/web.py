@@ -351,8 +351,13 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
         )
         formatted = [_format(r) for r in results[:MAX_RESULTS]]
         remember_urls(ctx, (url for _, url in formatted if url))
-        block, withheld = mark_untrusted_parts(
-            [text for text, _ in formatted], source=SOURCE, max_chars=MAX_RESULTS_CHARS
+        # The firewall reads each result several ways (milliseconds per long
+        # text): off the event loop, like the search itself.
+        block, withheld = await executor.run(
+            mark_untrusted_parts,
+            [text for text, _ in formatted],
+            source=SOURCE,
+            max_chars=MAX_RESULTS_CHARS,
         )
         lines = [f"Searched for: {cleaned.text}"]
         if cleaned.categories:
