@@ -3,7 +3,8 @@
 A real Home Assistant core (pytest-homeassistant-custom-component's test
 instance, no network) with 2,000 exposed entities in 40 areas on 3 floors, a
 document index of 10,000 chunks of 768 dimensions, and a conversation of 200
-turns checkpointed in SQLite by LangGraph. The model answers instantly
+turns checkpointed in SQLite by LangGraph; a tenth of the states change
+between two messages, as sensors do. The model answers instantly
 (a local runnable), so what is timed is our code: the session lookup, the
 summary read, entity ranking, the profile, retrieval, the token budget, the
 graph run with its checkpoint load and save.
@@ -196,11 +197,21 @@ def _assistant(hass: Any, storage: Any) -> Assistant:
     )
 
 
+def _churn(hass: Any, turn: int) -> None:
+    """Change a tenth of the states between messages, as sensors do."""
+    states = hass.states.async_all()
+    for state in states[turn % 10 :: 10]:
+        hass.states.async_set(
+            state.entity_id, f"{turn}.{len(state.entity_id)}", state.attributes
+        )
+
+
 async def _turns(assistant: Assistant, key: str, count: int) -> list[float]:
     speaker = Speaker(person="telegram:1", name="Alice", ha_user_id=None, chat_id=1)
     times = []
     for turn in range(count):
         text = MESSAGES[turn % len(MESSAGES)]
+        _churn(assistant.hass, turn)
         started = time.perf_counter()
         result = await assistant.async_turn(key, text, speaker)
         times.append((time.perf_counter() - started) * 1000)
