@@ -122,7 +122,8 @@ class NumpyIndex:
         ]
         self.query = matrix[1234] * 0.8 + matrix[99] * 0.2
         self.query /= np.linalg.norm(self.query)
-        self.executor = assistant.database._executor  # noqa: SLF001 - the same pool
+        assert assistant.executor is not None
+        self.executor = assistant.executor
 
     def _search(self, k: int) -> list[Hit]:
         scores = self.matrix @ self.query
@@ -194,6 +195,7 @@ def _assistant(hass: Any, storage: Any) -> Assistant:
         session_timeout=3600,
         request_timeout=30,
         model_slots=storage.model_slots,
+        executor=storage.executor,
     )
 
 

@@ -37,6 +37,7 @@ from .context import (
     EntityIndex,
     TurnContext,
     describe_moment,
+    fence_chunks,
 )
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .executor import BlockingExecutor
     from .history import HistoryKeeper
     from .security.permissions import Policy, Verdict
     from .store.checkpoints import CheckpointStore
@@ -201,6 +203,7 @@ class Assistant:
         request_timeout: float,
         model_slots: asyncio.Semaphore,
         policy: Policy | None = None,
+        executor: BlockingExecutor | None = None,
     ) -> None:
         """Keep what every turn needs."""
         self.hass = hass
@@ -216,6 +219,8 @@ class Assistant:
         self.model_slots = model_slots
         self.health = ModelHealth(ollama_url)
         self.policy = policy
+        # The integration's own pool for blocking work (the firewall on chunks).
+        self.executor = executor
         # Profile entries for the context; set by the memory feature.
         self.memory: MemorySource | None = None
         # Background work started after the reply was sent (never before).
@@ -373,11 +378,15 @@ class Assistant:
         except Exception as err:  # noqa: BLE001 - the answer comes without them
             LOGGER.debug("Automatic document context skipped: %s", err)
             return []
-        return [
+        chunks = [
             DocumentChunk(title=hit.title, content=hit.content, trusted=hit.trusted)
             for hit in hits
             if hit.score >= AUTO_CONTEXT_MIN_SCORE
         ]
+        if self.executor is None or all(chunk.trusted for chunk in chunks):
+            return chunks
+        # The firewall takes milliseconds per chunk: not on the event loop.
+        return await self.executor.run(fence_chunks, chunks)
 
     async def _async_domain_names(self) -> dict[str, list[str]]:
         """Return HA's names of the domains in the configured language."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from homeassistant.helpers import area_registry as ar
@@ -174,6 +174,27 @@ class DocumentChunk:
     title: str
     content: str
     trusted: bool
+    # Untrusted chunks, fenced and marked by the firewall (see fence_chunks).
+    fenced: str = ""
+
+
+def fence_chunks(chunks: Sequence[DocumentChunk]) -> list[DocumentChunk]:
+    """Return the chunks with the untrusted ones fenced; blocking (milliseconds).
+
+    The fence is random, so it is made once per turn and every request of the
+    turn carries the same bytes.
+    """
+    return [
+        chunk
+        if chunk.trusted or chunk.fenced
+        else replace(
+            chunk,
+            fenced=mark_untrusted(
+                f"{chunk.title}\n{chunk.content}", source="documents"
+            ),
+        )
+        for chunk in chunks
+    ]
 
 
 @dataclass(slots=True)
@@ -489,12 +510,9 @@ class ContextAssembler:
         self.counter = counter
         self.system_prompt = system_prompt
         self.turn = turn
-        # The untrusted chunks are fenced once per turn: the fence is random,
-        # and every request of the turn must carry the same bytes.
+        # Fenced in the executor by the caller; here only if it did not.
         self._fenced = [
-            mark_untrusted(f"{chunk.title}\n{chunk.content}", source="documents")
-            for chunk in turn.documents
-            if not chunk.trusted
+            chunk.fenced for chunk in fence_chunks(turn.documents) if not chunk.trusted
         ]
         self._plan: tuple[list[str], list[str], list[str]] | None = None
         self._costs: dict[tuple[str | None, int, float], int] = {}

@@ -113,6 +113,7 @@ async def async_build(
         request_timeout=request_timeout,
         model_slots=storage.model_slots,
         policy=policy,
+        executor=storage.executor,
     )
     confirmations = ConfirmationManager(
         hass,
