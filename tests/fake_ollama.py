@@ -175,6 +175,8 @@ class OllamaReply:
     hang: bool = False
     # Abort the connection after this many NDJSON lines (never sends "done").
     cut_after: int | None = None
+    # Seconds between streamed chunks, like a model writing slowly.
+    chunk_delay: float = 0.0
 
 
 def text_reply(
@@ -184,6 +186,7 @@ def text_reply(
     thinking: str | None = None,
     delay: float = 0.0,
     done_reason: str = "stop",
+    chunk_delay: float = 0.0,
 ) -> OllamaReply:
     """Build a plain text answer, streamed over several NDJSON chunks.
 
@@ -204,6 +207,7 @@ def text_reply(
         thinking=thinking,
         delay=delay,
         done_reason=done_reason,
+        chunk_delay=chunk_delay,
     )
 
 
@@ -382,10 +386,17 @@ class FakeOllama:
         text_chunks: int | Sequence[str] | None = None,
         thinking: str | None = None,
         delay: float = 0.0,
+        chunk_delay: float = 0.0,
     ) -> FakeOllama:
-        """Queue a streamed text answer."""
+        """Queue a streamed text answer (``chunk_delay`` seconds between chunks)."""
         return self.enqueue(
-            text_reply(text, text_chunks=text_chunks, thinking=thinking, delay=delay)
+            text_reply(
+                text,
+                text_chunks=text_chunks,
+                thinking=thinking,
+                delay=delay,
+                chunk_delay=chunk_delay,
+            )
         )
 
     def tool_call(
@@ -654,7 +665,7 @@ class FakeOllama:
         lines = list(self._chat_lines(body, name, reply))
         if body.get("stream", True) is False:
             return web.json_response(self._merge_lines(lines))
-        return await self._stream(request, lines, reply.cut_after)
+        return await self._stream(request, lines, reply.cut_after, reply.chunk_delay)
 
     def _reject_chat(self, body: JsonDict) -> web.Response | None:
         """Return Ollama's error for a chat the model cannot run, if any.
@@ -790,7 +801,11 @@ class FakeOllama:
         return web.Response(status=503)
 
     async def _stream(
-        self, request: web.Request, lines: Sequence[JsonDict], cut_after: int | None
+        self,
+        request: web.Request,
+        lines: Sequence[JsonDict],
+        cut_after: int | None,
+        chunk_delay: float = 0.0,
     ) -> web.StreamResponse:
         """Write ``lines`` as NDJSON; abort the connection after ``cut_after``."""
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
@@ -799,6 +814,9 @@ class FakeOllama:
             if cut_after is not None and number >= cut_after:
                 # Drop the TCP connection without the terminating chunk: the
                 # client sees an incomplete chunked body, like a crash.
+                self._drop(request)
+                return response
+            if number and chunk_delay and await self._sleep_or_close(chunk_delay):
                 self._drop(request)
                 return response
             await response.write(json.dumps(line).encode() + b"\n")

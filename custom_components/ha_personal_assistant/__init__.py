@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from homeassistant.const import Platform
 from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
@@ -11,6 +12,7 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
 from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
+from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
 from .services import async_setup_services
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
+PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR]
 
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:  # noqa: ARG001
@@ -73,6 +76,10 @@ async def async_setup_entry(
         await async_release_storage(hass)
         raise
     entry.runtime_data = data
+    data.monitor = OllamaMonitor(hass, entry)
+    entry.async_on_unload(data.monitor.async_start())
+    entry.async_on_unload(data.monitor.async_remove_issues)
+    await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     data.gateway.async_start()
     return True
 
@@ -81,6 +88,8 @@ async def async_unload_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> bool:
     """Stop listening, cancel turns in flight and close the storage."""
+    if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
+        return False
     await entry.runtime_data.gateway.async_stop()
     await async_release_storage(hass)
     return True

@@ -16,7 +16,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphRecursionError
 from ollama import ResponseError
 
-from .agent.graph import AgentState, TurnRuntime, message_text, new_turn_id
+from .agent.graph import (
+    AgentState,
+    TurnRuntime,
+    message_text,
+    new_turn_id,
+    partial_text,
+)
 from .agent.prompts import (
     REPLY_GAVE_UP,
     REPLY_INTERNAL_ERROR,
@@ -41,6 +47,7 @@ from .context import (
 )
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
+from .stats import TurnStats
 from .tokens import (
     MESSAGE_OVERHEAD,
     TokenCounter,
@@ -243,6 +250,8 @@ class Assistant:
         self._domain_names: dict[str, dict[str, list[str]]] = {}
         # The words that point at each entity, kept between turns.
         self.entities = EntityIndex()
+        # Recent latencies and errors, for the sensors and diagnostics.
+        self.stats = TurnStats()
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -255,9 +264,18 @@ class Assistant:
             )
 
     async def async_turn(
-        self, conversation_key: str, text: str, speaker: Speaker
+        self,
+        conversation_key: str,
+        text: str,
+        speaker: Speaker,
+        *,
+        on_text: Callable[[str], None] | None = None,
     ) -> TurnResult:
-        """Answer one message; never raises for model or tool trouble."""
+        """Answer one message; never raises for model or tool trouble.
+
+        ``on_text`` gets the answer so far while the model writes it, through
+        the same filters as the final reply.
+        """
         session = await self.database.async_current_session(
             conversation_key, time.time(), self.session_timeout
         )
@@ -291,6 +309,18 @@ class Assistant:
                 documents=await self._async_documents(text),
             ),
         )
+
+        def shown(raw: str) -> str:
+            # Links only from this turn's search results (or the user's message).
+            return filter_reply(raw, [*runtime.tools.allowed_urls, *find_links(text)])
+
+        if on_text is not None:
+
+            def partial(raw: str) -> None:
+                if draft := shown(partial_text(raw)).strip():
+                    on_text(draft)
+
+            runtime.on_text = partial
         state: AgentState = {
             "messages": [HumanMessage(content=text, id=turn_id)],
             "turn_id": turn_id,
@@ -326,11 +356,7 @@ class Assistant:
             self.checkpoints.async_prune(session.thread_id),
             f"prune checkpoints of {conversation_key}",
         )
-        # Links only from this turn's search results (or the user's message).
-        reply = filter_reply(
-            _answer(result.get("messages", [])),
-            [*runtime.tools.allowed_urls, *find_links(text)],
-        )
+        reply = shown(_answer(result.get("messages", [])))
         if runtime.tools.notices:
             reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
         return TurnResult(

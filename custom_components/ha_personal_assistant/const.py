@@ -7,6 +7,8 @@ from typing import Final
 
 DOMAIN: Final = "ha_personal_assistant"
 LOGGER = logging.getLogger(__package__)
+# Fired with the resolved action each time a service call is executed.
+EVENT_ACTION_EXECUTED: Final = f"{DOMAIN}_action_executed"
 
 # Config entry data.
 CONF_OLLAMA_URL: Final = "ollama_url"

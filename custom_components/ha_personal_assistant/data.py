@@ -9,6 +9,7 @@ from homeassistant.config_entries import ConfigEntry
 
 if TYPE_CHECKING:
     from .assistant import Assistant
+    from .monitor import OllamaMonitor
     from .store.shared import SharedStorage
     from .telegram import TelegramGateway
 
@@ -20,6 +21,8 @@ class PersonalAssistantData:
     assistant: Assistant
     gateway: TelegramGateway
     storage: SharedStorage
+    # Watches Ollama for the model status sensor and the repair issues.
+    monitor: OllamaMonitor | None = None
 
 
 type PersonalAssistantConfigEntry = ConfigEntry[PersonalAssistantData]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import secrets
 import sqlite3
 import time
 from collections import defaultdict
@@ -57,6 +58,13 @@ SEARCH_OUTCOMES: Final = defaultdict(
         search_audit.OUTCOME_TIMEOUT: "timed out",
     },
 )
+# Streaming replies: the first partial text after about a second, then drafts
+# at most once a second (private chats) or edits at most every 3 s (groups,
+# where drafts do not exist and each edit counts against the rate limit).
+DRAFT_FIRST_SECONDS: Final = 1.0
+DRAFT_INTERVAL_SECONDS: Final = 1.0
+EDIT_FIRST_SECONDS: Final = 2.0
+EDIT_INTERVAL_SECONDS: Final = 3.0
 CMD_CONFIRM: Final = "/confirm"
 CMD_CANCEL: Final = "/cancel"
 RECENT_ACTIONS: Final = 10
@@ -216,6 +224,141 @@ def _parse_callback(
     )
 
 
+class ReplyStream:
+    """Show a reply while the model writes it, then deliver it once, whole.
+
+    Private chats get ``send_message_draft`` (Telegram shows the text as the
+    bot typing it, and the final ``send_message`` replaces it). Elsewhere, or
+    when a draft is refused, a message is sent and then edited. The texts
+    come through the assistant's reply filters, like the final reply.
+    """
+
+    def __init__(self, gateway: TelegramGateway, incoming: Incoming) -> None:
+        """Prepare the stream; ``start`` begins showing text."""
+        self._gateway = gateway
+        self._incoming = incoming
+        self._drafts = incoming.chat_id > 0
+        self._draft_id = secrets.randbelow(2**31 - 2) + 1
+        self._text = ""
+        self._shown = ""
+        self._message_id: int | None = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @callback
+    def update(self, text: str) -> None:
+        """Take the (filtered) reply so far; shown at the next tick."""
+        self._text = text
+
+    @callback
+    def start(self) -> None:
+        """Start showing partial text in the background."""
+        gateway = self._gateway
+        self._task = gateway.entry.async_create_background_task(
+            gateway.hass, self._async_run(), "ha_personal_assistant reply stream"
+        )
+
+    async def _async_wait(self, seconds: float) -> bool:
+        """Wait ``seconds``; return True at once when the stream is closed."""
+        with suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stop.wait()
+        return self._stop.is_set()
+
+    async def _async_run(self) -> None:
+        first = DRAFT_FIRST_SECONDS if self._drafts else EDIT_FIRST_SECONDS
+        if await self._async_wait(first):
+            return
+        while True:
+            if self._text and self._text != self._shown:
+                await self._async_show(self._text)
+            interval = DRAFT_INTERVAL_SECONDS if self._drafts else EDIT_INTERVAL_SECONDS
+            if await self._async_wait(interval):
+                return
+
+    async def _async_show(self, text: str) -> None:
+        """Show ``text`` (its first Telegram-sized part) as a draft or a message."""
+        gateway, incoming = self._gateway, self._incoming
+        part = split_message(text)[0]
+        target = {"config_entry_id": incoming.bot_entry_id, "chat_id": incoming.chat_id}
+        self._shown = text
+        if self._drafts:
+            sent = await gateway._async_call(  # noqa: SLF001 - the gateway's sender
+                "send_message_draft",
+                {
+                    **target,
+                    "draft_id": self._draft_id,
+                    "message": part,
+                    "parse_mode": "plain_text",
+                },
+            )
+            if sent:
+                return
+            # Drafts are refused (an older client or chat): edit a message instead.
+            self._drafts = False
+        if self._message_id is None:
+            response = await gateway._async_call(  # noqa: SLF001
+                "send_message",
+                {
+                    **target,
+                    "message": part,
+                    "parse_mode": "plain_text",
+                    "disable_web_page_preview": True,
+                },
+                return_response=True,
+            )
+            self._message_id = _sent_message_id(response)
+            if self._message_id is None:
+                # Nothing to edit: the final reply comes as a new message.
+                self._stop.set()
+            return
+        await gateway._async_call(  # noqa: SLF001
+            "edit_message",
+            {
+                **target,
+                "message_id": self._message_id,
+                "message": part,
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+            },
+        )
+
+    @callback
+    def close(self) -> None:
+        """Stop showing partial text without a final reply."""
+        self._stop.set()
+
+    async def async_finish(self, reply: str) -> None:
+        """Stop showing drafts and deliver the final reply exactly once."""
+        self._stop.set()
+        if self._task is not None:
+            # Never cancelled mid-call: a message sent but not recorded would
+            # be sent again.
+            try:
+                await self._task
+            except Exception:  # noqa: BLE001 - the final reply must still go out
+                LOGGER.exception("Showing a partial reply failed")
+        gateway, incoming = self._gateway, self._incoming
+        if self._message_id is None:
+            await gateway._async_send(incoming, reply)  # noqa: SLF001
+            return
+        first, *rest = split_message(reply) or [""]
+        if first and first != next(iter(split_message(self._shown)), ""):
+            await gateway._async_call(  # noqa: SLF001
+                "edit_message",
+                {
+                    "config_entry_id": incoming.bot_entry_id,
+                    "chat_id": incoming.chat_id,
+                    "message_id": self._message_id,
+                    "message": first,
+                    "parse_mode": "plain_text",
+                    "disable_web_page_preview": True,
+                },
+            )
+        if rest:
+            await gateway._async_send(incoming, "\n\n".join(rest))  # noqa: SLF001
+
+
 class TelegramGateway:
     """Receive messages, keep each chat in order, and send the replies."""
 
@@ -358,16 +501,22 @@ class TelegramGateway:
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
         )
+        stream = ReplyStream(self, incoming)
+        stream.start()
         try:
             result = await self.assistant.async_turn(
-                incoming.key, incoming.text, speaker
+                incoming.key, incoming.text, speaker, on_text=stream.update
             )
+        except BaseException:
+            stream.close()
+            raise
         finally:
             typing.cancel()
-        await self._async_send(incoming, result.reply)
+        await stream.async_finish(result.reply)
         self.last_latency = time.monotonic() - started
         if result.proposals:
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
         # Only now: summaries and learning must never delay the reply.
         self.assistant.async_after_reply(result)
 
@@ -430,6 +579,7 @@ class TelegramGateway:
                 incoming, "Something went wrong. /actions shows what happened."
             )
             return
+        self.assistant.stats.async_notify()
         try:
             self.confirmations.fault("before_answer")
             await self._async_answer_press(incoming, result.text)
@@ -483,6 +633,7 @@ class TelegramGateway:
             Outcome.NOT_FOUND,
         ):
             await self._async_show_outcome(incoming, result, result.action.message_id)
+        self.assistant.stats.async_notify()
         return result.text
 
     async def _async_recent_actions(self, incoming: Incoming) -> str:

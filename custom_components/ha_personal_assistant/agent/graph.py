@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, TypedDict
 from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import (
     AIMessage,
+    AIMessageChunk,
     AnyMessage,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
     ToolMessage,
+    message_chunk_to_message,
 )
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
@@ -36,6 +38,8 @@ from .prompts import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import Runnable
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -47,6 +51,11 @@ if TYPE_CHECKING:
 TURN_PREFIX: Final = "turn-"
 FEEDBACK_PREFIX: Final = "feedback-"
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
+# A reasoning block still open, or a tag still being written, at the end.
+_OPEN_THINK_RE: Final = re.compile(r"<think>.*\Z", re.DOTALL)
+_OPEN_TAG_RE: Final = re.compile(r"<[^<>\s]{0,40}\Z")
+# How a tool call written as text starts; never shown as a partial reply.
+_TOOL_CALL_START_RE: Final = re.compile(r"\A\s*(?:[{\[]|<tool_call|<function)")
 
 
 class AgentState(TypedDict, total=False):
@@ -80,6 +89,8 @@ class TurnRuntime:
     # Estimated tokens of the turn's last request, with and without correction.
     context_tokens: int = 0
     raw_tokens: int = 0
+    # Called with the text written so far while the model streams its answer.
+    on_text: Callable[[str], None] | None = None
 
 
 def new_turn_id() -> str:
@@ -97,13 +108,49 @@ def _final(text: str) -> AIMessage:
 
 def message_text(message: AnyMessage) -> str:
     """Return the plain text of a message, without any reasoning block."""
+    return _THINK_RE.sub("", message_text_raw(message)).strip()
+
+
+def partial_text(text: str) -> str:
+    """Return what of a partial answer may be shown: no reasoning, no half tags."""
+    text = _OPEN_THINK_RE.sub("", _THINK_RE.sub("", text))
+    text = _OPEN_TAG_RE.sub("", text).strip()
+    if _TOOL_CALL_START_RE.match(text):
+        return ""
+    return text
+
+
+async def _stream(
+    model: Runnable[list[AnyMessage], AIMessage],
+    messages: list[AnyMessage],
+    on_text: Callable[[str], None],
+) -> AIMessage:
+    """Stream the model's answer, reporting the text so far; return it whole."""
+    merged: AIMessageChunk | None = None
+    async for chunk in model.astream(messages):
+        if not isinstance(chunk, AIMessageChunk):
+            continue
+        merged = chunk if merged is None else merged + chunk
+        if chunk.content:
+            on_text(message_text_raw(merged))
+    if merged is None:
+        # What ChatOllama raises for an empty stream; the assistant explains it.
+        msg = "No data received from Ollama stream."
+        raise ValueError(msg)
+    message = message_chunk_to_message(merged)
+    assert isinstance(message, AIMessage)  # noqa: S101 - an AI chunk merges to one
+    return message
+
+
+def message_text_raw(message: AnyMessage) -> str:
+    """Return the text of a message as written, reasoning blocks included."""
     content = message.content
     if isinstance(content, list):
         content = "".join(
             part if isinstance(part, str) else str(part.get("text", ""))
             for part in content
         )
-    return _THINK_RE.sub("", content).strip()
+    return content
 
 
 def _looks_like_text_tool_call(text: str, tool_names: list[str]) -> bool:
@@ -174,7 +221,11 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
         started = loop.time()
         try:
             async with asyncio.timeout(turn.request_timeout):
-                response = await turn.model.ainvoke(_model_messages(state, turn))
+                messages = _model_messages(state, turn)
+                if turn.on_text is None:
+                    response = await turn.model.ainvoke(messages)
+                else:
+                    response = await _stream(turn.model, messages, turn.on_text)
         except OutputParserException, ValidationError:
             # Arguments that are not a JSON object fail LangChain's or the
             # Ollama client's parsing of the reply.

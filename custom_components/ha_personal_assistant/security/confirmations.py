@@ -282,7 +282,9 @@ class ConfirmationManager:
             self.fault("before_recheck")
             self._recheck(action.calls)
             self.fault("before_service_call")
-            await async_run_calls(self.hass, action.calls, action.ha_user_id)
+            await async_run_calls(
+                self.hass, action.calls, action.ha_user_id, action.requester
+            )
             self.fault("after_service_call")
         except ToolError as err:
             ok = False

@@ -33,6 +33,8 @@ _LINK: Final = re.compile(
     r"(?:/[^\s<>\"'`)\]]*)?"
 )
 _TRAILING: Final = ".,;:!?*_"
+# The firewall's data fences (<data-1a2b3c4d5e6f>), should the model copy one.
+_FENCE: Final = re.compile(r"</?\s*data-[0-9a-f]{6,32}\s*>", re.IGNORECASE)
 
 
 def _host(link: str) -> str:
@@ -62,7 +64,7 @@ def remember_urls(ctx: ToolContext, urls: Iterable[str]) -> None:
 
 
 def filter_reply(text: str, allowed: Iterable[str]) -> str:
-    """Replace every link not in ``allowed``; drop datamarks the model copied.
+    """Replace every link not in ``allowed``; drop copied datamarks and fences.
 
     A full URL must match an allowed one exactly (scheme, www. and a final
     slash aside); a bare domain must be the host of an allowed URL.
@@ -83,4 +85,4 @@ def filter_reply(text: str, allowed: Iterable[str]) -> str:
             return raw
         return LINK_REMOVED + tail
 
-    return _LINK.sub(replace, unmark(text))
+    return _LINK.sub(replace, _FENCE.sub("", unmark(text)))

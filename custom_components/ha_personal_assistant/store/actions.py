@@ -413,3 +413,12 @@ def recent_audit(
         )
         for r in rows
     ]
+
+
+def count_pending(conn: sqlite3.Connection, now: float) -> int:
+    """Return how many actions wait for a decision and have not expired."""
+    row = conn.execute(
+        "SELECT COUNT(*) FROM pending_actions WHERE status = ? AND expires_at >= ?",
+        (Status.PENDING, now),
+    ).fetchone()
+    return int(row[0])

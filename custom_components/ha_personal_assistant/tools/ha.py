@@ -19,7 +19,7 @@ from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from pydantic import BaseModel, Field
 
-from ..const import LOGGER
+from ..const import EVENT_ACTION_EXECUTED, LOGGER
 from ..security.firewall import check_text, withheld_note
 from ..security.permissions import (
     ASSISTANT,
@@ -218,11 +218,16 @@ def _entity_ids(value: object) -> list[str]:
 
 
 async def async_run_calls(
-    hass: HomeAssistant, calls: Sequence[ResolvedCall], ha_user_id: str | None
+    hass: HomeAssistant,
+    calls: Sequence[ResolvedCall],
+    ha_user_id: str | None,
+    person: str | None = None,
 ) -> None:
     """Run resolved calls one after the other, as the mapped HA user.
 
-    Raises ToolError with a sentence the model or the user can read.
+    Each executed call fires ``ha_personal_assistant_action_executed`` with the
+    resolved action, for automations and the logbook. Raises ToolError with a
+    sentence the model or the user can read.
     """
     context = Context(user_id=ha_user_id)
     for call in calls:
@@ -245,6 +250,17 @@ async def async_run_calls(
         except (HomeAssistantError, vol.Invalid, ValueError) as err:
             msg = f"{name} failed: {err}"
             raise ToolError(msg) from err
+        hass.bus.async_fire(
+            EVENT_ACTION_EXECUTED,
+            {
+                "domain": call.domain,
+                "service": call.service,
+                "entity_ids": list(call.entity_ids),
+                "user": person,
+                "ha_user_id": ha_user_id,
+            },
+            context=context,
+        )
 
 
 async def _audit(ctx: ToolContext, verdict: Verdict, name: str, outcome: str) -> None:
@@ -304,7 +320,7 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
             ),
         }
     try:
-        await async_run_calls(hass, verdict.calls, ctx.ha_user_id)
+        await async_run_calls(hass, verdict.calls, ctx.ha_user_id, ctx.person)
     except ToolError:
         await _audit(ctx, verdict, name, "failed")
         raise

@@ -1,0 +1,229 @@
+"""Assist: the same agent, memory and permission rules in HA's own conversations."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import TYPE_CHECKING, Final, Literal, override
+
+from homeassistant.components import conversation
+from homeassistant.components.conversation.models import AbstractConversationAgent
+from homeassistant.const import MATCH_ALL
+from homeassistant.helpers import intent
+
+from .assistant import Speaker
+from .entity import PersonalAssistantEntity
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+
+    from homeassistant.core import HomeAssistant
+    from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+
+    from .data import PersonalAssistantConfigEntry
+
+# What answers a pending confirmation, in the languages households use most.
+# Anything else is a new request and leaves the confirmation pending.
+YES_WORDS: Final = frozenset(
+    {
+        "yes", "yeah", "yep", "sure", "confirm", "do it", "ok", "okay", "yes please",
+        "ja", "jawohl", "bestätigen", "oui", "confirmer", "sí", "si", "confirmar",
+        "sì", "conferma", "bevestig", "bevestigen", "sim", "tak", "da", "jo",
+    }
+)  # fmt: skip
+NO_WORDS: Final = frozenset(
+    {
+        "no", "nope", "cancel", "stop", "don't", "do not", "no thanks",
+        "nein", "abbrechen", "non", "annuler", "cancelar", "annulla", "nee",
+        "annuleer", "não", "nao", "nie", "anuluj", "nej", "nei", "avbryt", "net",
+    }
+)  # fmt: skip
+_PUNCTUATION: Final = re.compile(r"[^\w\s']+")
+PARALLEL_UPDATES: Final = 0
+ASK_CONFIRMATION: Final = "Please confirm: {summary}. Say yes or no."
+
+
+async def _deltas(
+    partial: asyncio.Queue[str | None], turn: asyncio.Future[tuple[str, bool]]
+) -> AsyncGenerator[conversation.AssistantContentDeltaDict]:
+    """Turn the filtered text so far into chat-log deltas, then end on the reply.
+
+    Only whole words are streamed: a link is judged by the reply filter once
+    it is complete, so a half-written one could read differently later. When
+    the text no longer continues what was streamed (a new model call, or the
+    filter changed a word), a new message starts; the last one is the reply.
+    """
+    yield {"role": "assistant"}
+    streamed = ""
+    while (text := await partial.get()) is not None:
+        cut = max(text.rfind(" "), text.rfind("\n"))
+        words = text[: cut + 1] if cut >= 0 else ""
+        if not words.startswith(streamed):
+            yield {"role": "assistant"}
+            streamed = ""
+        if len(words) > len(streamed):
+            yield {"content": words[len(streamed) :]}
+            streamed = words
+    reply, _ = await turn
+    if streamed and not reply.startswith(streamed):
+        yield {"role": "assistant"}
+        streamed = ""
+    if rest := reply[len(streamed) :]:
+        yield {"content": rest}
+
+
+def parse_answer(text: str) -> bool | None:
+    """Return True for a yes, False for a no, None for anything else."""
+    words = " ".join(_PUNCTUATION.sub(" ", text.casefold()).split())
+    if words in YES_WORDS:
+        return True
+    if words in NO_WORDS:
+        return False
+    return None
+
+
+async def async_setup_entry(
+    hass: HomeAssistant,  # noqa: ARG001
+    entry: PersonalAssistantConfigEntry,
+    async_add_entities: AddConfigEntryEntitiesCallback,
+) -> None:
+    """Add the entry's conversation agent."""
+    async_add_entities([PersonalAssistantConversationEntity(entry)])
+
+
+class PersonalAssistantConversationEntity(
+    conversation.ConversationEntity,
+    AbstractConversationAgent,
+    PersonalAssistantEntity,
+):
+    """Answers Assist with the same agent that answers Telegram."""
+
+    _attr_name = None
+    _attr_supports_streaming = True
+    _attr_supported_features = conversation.ConversationEntityFeature.CONTROL
+
+    def __init__(self, entry: PersonalAssistantConfigEntry) -> None:
+        """Attach the agent to the entry's device."""
+        PersonalAssistantEntity.__init__(self, entry, "")
+
+    @property
+    @override
+    def supported_languages(self) -> list[str] | Literal["*"]:
+        """Answer in whatever language the user speaks."""
+        return MATCH_ALL
+
+    @override
+    async def async_added_to_hass(self) -> None:
+        """Register as the entry's conversation agent."""
+        await super().async_added_to_hass()
+        conversation.async_set_agent(self.hass, self.entry, self)
+
+    @override
+    async def async_will_remove_from_hass(self) -> None:
+        """Unregister the agent."""
+        conversation.async_unset_agent(self.hass, self.entry)
+        await super().async_will_remove_from_hass()
+
+    async def _async_turn(
+        self,
+        key: str,
+        text: str,
+        speaker: Speaker,
+        chat_log: conversation.ChatLog,
+    ) -> tuple[str, bool]:
+        """Run a turn, streaming its text into the chat log; return the reply.
+
+        Also returns whether a confirmation was asked for (Assist then keeps
+        listening for the answer).
+        """
+        data = self.entry.runtime_data
+        partial: asyncio.Queue[str | None] = asyncio.Queue()
+
+        async def run() -> tuple[str, bool]:
+            started = time.monotonic()
+            try:
+                result = await data.assistant.async_turn(
+                    key, text, speaker, on_text=partial.put_nowait
+                )
+            finally:
+                partial.put_nowait(None)
+            reply, ask_again = result.reply, False
+            if result.proposals:
+                action = await data.gateway.confirmations.async_propose(
+                    conversation_key=key,
+                    bot_entry_id=None,
+                    chat_id=None,
+                    requester=speaker.person,
+                    ha_user_id=speaker.ha_user_id,
+                    verdicts=result.proposals,
+                )
+                reply = "\n\n".join(
+                    [reply, ASK_CONFIRMATION.format(summary=action.summary)]
+                )
+                ask_again = True
+            data.assistant.stats.async_record_result(
+                "assist", result, time.monotonic() - started
+            )
+            data.assistant.async_after_reply(result)
+            return reply, ask_again
+
+        turn = self.hass.async_create_task(run(), "ha_personal_assistant assist turn")
+        async for _content in chat_log.async_add_delta_content_stream(
+            self.entity_id or "", _deltas(partial, turn)
+        ):
+            pass
+        return await turn
+
+    @override
+    async def _async_handle_message(
+        self,
+        user_input: conversation.ConversationInput,
+        chat_log: conversation.ChatLog,
+    ) -> conversation.ConversationResult:
+        """Decide a pending confirmation, or run a turn of the agent."""
+        data = self.entry.runtime_data
+        confirmations = data.gateway.confirmations
+        key = f"assist:{chat_log.conversation_id}"
+        user_id = user_input.context.user_id
+        name: str | None = None
+        if user_id is not None and (
+            user := await self.hass.auth.async_get_user(user_id)
+        ):
+            name = user.name
+        # The HA user is the person: the same profile as their mapped Telegram
+        # account. A voice satellite without a user confirms within its own
+        # conversation only.
+        speaker = Speaker(
+            person=f"ha:{user_id}" if user_id else "assist",
+            name=name,
+            ha_user_id=user_id,
+        )
+        ask_again = False
+        pending = await confirmations.async_find(
+            token=None, conversation_key=key, user=speaker.person
+        )
+        answer = parse_answer(user_input.text) if pending is not None else None
+        if answer is not None:
+            # Read by the integration, never by the model.
+            decided = await confirmations.async_decide(
+                pending, user=speaker.person, confirm=answer
+            )
+            reply = decided.text
+            data.assistant.stats.async_notify()
+            chat_log.async_add_assistant_content_without_tools(
+                conversation.AssistantContent(
+                    agent_id=self.entity_id or "", content=reply
+                )
+            )
+        else:
+            reply, ask_again = await self._async_turn(
+                key, user_input.text, speaker, chat_log
+            )
+        response = intent.IntentResponse(language=user_input.language)
+        response.async_set_speech(reply)
+        return conversation.ConversationResult(
+            response=response,
+            conversation_id=chat_log.conversation_id,
+            continue_conversation=ask_again,
+        )

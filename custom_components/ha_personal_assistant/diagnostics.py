@@ -1,0 +1,139 @@
+"""Diagnostics: versions, settings, counts, latencies and errors; nothing personal."""
+
+from __future__ import annotations
+
+import platform
+import sqlite3
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.components.diagnostics import async_redact_data
+from homeassistant.const import __version__ as HA_VERSION  # noqa: N812
+from homeassistant.loader import async_get_integration
+
+from .const import (
+    CONF_ADMIN_USER_IDS,
+    CONF_ALLOWED_USER_IDS,
+    CONF_OLLAMA_URL,
+    CONF_USER_MAPPING,
+    DOMAIN,
+)
+from .ollama_api import url_without_credentials
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from .data import PersonalAssistantConfigEntry
+
+# Who may talk to the bot and who they are in HA: personal, never shown.
+TO_REDACT: Final = {
+    CONF_ALLOWED_USER_IDS,
+    CONF_ADMIN_USER_IDS,
+    CONF_USER_MAPPING,
+    "token",
+    "api_key",
+    "password",
+}
+PACKAGES: Final = (
+    "langchain-core",
+    "langchain-ollama",
+    "langgraph",
+    "langgraph-checkpoint-sqlite",
+    "ollama",
+    "sqlite-vec",
+    "ddgs",
+)
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Count the rows of every table; their contents stay in the database."""
+    names = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+    ]
+    counts: dict[str, int] = {}
+    for name in names:
+        try:
+            counts[name] = int(
+                conn.execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]  # noqa: S608 - names from sqlite_master
+            )
+        except sqlite3.Error:
+            # A virtual table whose module is not loaded (sqlite-vec).
+            continue
+    return counts
+
+
+def _redact_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """Redact personal keys; keep URLs but without their credentials."""
+    redacted = async_redact_data(settings, TO_REDACT)
+    if isinstance(url := redacted.get(CONF_OLLAMA_URL), str):
+        redacted[CONF_OLLAMA_URL] = url_without_credentials(url)
+    return redacted
+
+
+async def async_get_config_entry_diagnostics(
+    hass: HomeAssistant, entry: PersonalAssistantConfigEntry
+) -> dict[str, Any]:
+    """Return what helps to debug an entry, with nothing secret or personal."""
+    integration = await async_get_integration(hass, DOMAIN)
+    data = entry.runtime_data
+    assistant = data.assistant
+    try:
+        counts: dict[str, int] | str = await assistant.database.async_run(_counts)
+    except sqlite3.Error as err:
+        counts = f"unavailable: {type(err).__name__}"
+    monitor = data.monitor
+    return {
+        "versions": {
+            "integration": str(integration.version),
+            "home_assistant": HA_VERSION,
+            "python": platform.python_version(),
+            "sqlite": sqlite3.sqlite_version,
+            **{name: _package_version(name) for name in PACKAGES},
+        },
+        "entry": {
+            "title": entry.title,
+            "data": _redact_settings(dict(entry.data)),
+            "options": _redact_settings(dict(entry.options)),
+        },
+        "model": {
+            "status": monitor.status.value if monitor is not None else None,
+            "checked_at": (
+                monitor.checked_at.isoformat()
+                if monitor is not None and monitor.checked_at is not None
+                else None
+            ),
+            "available": assistant.health.available,
+            "last_error": assistant.health.last_error,
+            "num_ctx": assistant.num_ctx,
+        },
+        "tools": list(assistant.registry.names),
+        "policy_weakened": (
+            assistant.policy.weakened() if assistant.policy is not None else []
+        ),
+        "counts": counts,
+        "recent_turns": [
+            {
+                "ts": turn.ts,
+                "source": turn.source,
+                "seconds": round(turn.seconds, 3),
+                "model_seconds": round(turn.model_seconds, 3),
+                "context_tokens": turn.context_tokens,
+                "ok": turn.ok,
+            }
+            for turn in assistant.stats.turns
+        ],
+        "recent_errors": [
+            {"ts": ts, "error": error} for ts, error in assistant.stats.errors
+        ],
+    }

@@ -1,0 +1,53 @@
+"""What of a half-written answer may be shown, and what counts as yes or no."""
+
+from __future__ import annotations
+
+import pytest
+
+from custom_components.ha_personal_assistant.agent.graph import partial_text
+from custom_components.ha_personal_assistant.conversation import parse_answer
+from custom_components.ha_personal_assistant.security.links import filter_reply
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("The lights are", "The lights are"),
+        ("<think>the user wants", ""),
+        ("<think>plan</think>The door is", "The door is"),
+        ("It is warm <da", "It is warm"),
+        ('{"name": "call_service", "arg', ""),
+        ("<tool_call>", ""),
+        ("[1, 2", ""),
+    ],
+)
+def test_partial_text_hides_reasoning_tags_and_tool_calls(raw: str, shown: str) -> None:
+    """Only plain answer text reaches a draft."""
+    assert partial_text(raw) == shown
+
+
+def test_copied_fences_never_reach_the_user() -> None:
+    """A fence the model copied from a tool result is removed with its marks."""
+    text = "Here: <data-0a1b2c3d4e5f>the result</data-0a1b2c3d4e5f>"
+    assert filter_reply(text, []) == "Here: the result"
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("Yes", True),
+        ("yes!", True),
+        ("  Ja. ", True),
+        ("oui", True),
+        ("do it", True),
+        ("No", False),
+        ("Nein!", False),
+        ("cancel", False),
+        ("yes, and turn on the lights", None),
+        ("unlock the back door", None),
+        ("", None),
+    ],
+)
+def test_only_a_plain_yes_or_no_decides(text: str, answer: bool | None) -> None:
+    """A sentence with more in it is a new request, not an answer."""
+    assert parse_answer(text) is answer
