@@ -175,6 +175,9 @@ class OllamaReply:
     hang: bool = False
     # Abort the connection after this many NDJSON lines (never sends "done").
     cut_after: int | None = None
+    # Stop sending after this many NDJSON lines and keep the connection open
+    # until the server stops (a model that hangs mid-answer).
+    stall_after: int | None = None
     # Seconds between streamed chunks, like a model writing slowly.
     chunk_delay: float = 0.0
 
@@ -258,6 +261,15 @@ def cut_reply(
     """
     return OllamaReply(
         content=text, text_chunks=max(after_chunks, 1) + 1, cut_after=after_chunks
+    )
+
+
+def stall_reply(
+    text: str = "partial answer that never", *, after_chunks: int = 2
+) -> OllamaReply:
+    """Build a streamed answer that stops mid-stream with the connection open."""
+    return OllamaReply(
+        content=text, text_chunks=max(after_chunks, 1) + 1, stall_after=after_chunks
     )
 
 
@@ -665,7 +677,13 @@ class FakeOllama:
         lines = list(self._chat_lines(body, name, reply))
         if body.get("stream", True) is False:
             return web.json_response(self._merge_lines(lines))
-        return await self._stream(request, lines, reply.cut_after, reply.chunk_delay)
+        return await self._stream(
+            request,
+            lines,
+            reply.cut_after,
+            reply.chunk_delay,
+            stall_after=reply.stall_after,
+        )
 
     def _reject_chat(self, body: JsonDict) -> web.Response | None:
         """Return Ollama's error for a chat the model cannot run, if any.
@@ -806,11 +824,18 @@ class FakeOllama:
         lines: Sequence[JsonDict],
         cut_after: int | None,
         chunk_delay: float = 0.0,
+        *,
+        stall_after: int | None = None,
     ) -> web.StreamResponse:
         """Write ``lines`` as NDJSON; abort the connection after ``cut_after``."""
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
         for number, line in enumerate(lines):
+            if stall_after is not None and number >= stall_after:
+                # Keep the connection open, sending nothing, until stop().
+                await self._closing.wait()
+                self._drop(request)
+                return response
             if cut_after is not None and number >= cut_after:
                 # Drop the TCP connection without the terminating chunk: the
                 # client sees an incomplete chunked body, like a crash.

@@ -5,23 +5,57 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from homeassistant.const import EVENT_CALL_SERVICE
 
 from custom_components.ha_personal_assistant.const import MAX_TOOL_ROUNDS
 
 from .common import async_setup_assistant, async_setup_house, tool_results
+from .fake_ollama import OllamaReply, stall_reply
 from .telegram_harness import ALICE_ID
 
 if TYPE_CHECKING:
-    from homeassistant.core import HomeAssistant
+    from collections.abc import Iterator
+
+    from homeassistant.core import Event, HomeAssistant
     from pytest_homeassistant_custom_component.common import MockConfigEntry
 
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
 LOGGER_NAME = "custom_components.ha_personal_assistant"
+TURN_OFF_KITCHEN = {
+    "domain": "light",
+    "service": "turn_off",
+    "entity_id": "light.kitchen_lights",
+}
+
+
+@pytest.fixture(autouse=True)
+def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """A model fault is a reply and at most a warning, never a logged error."""
+    yield
+    errors = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith(LOGGER_NAME) and record.levelno >= logging.ERROR
+    ]
+    assert errors == []
+
+
+@pytest.fixture
+def light_calls(hass: HomeAssistant) -> list[Event[Any]]:
+    """Every light service call HA executes."""
+    calls: list[Event[Any]] = []
+
+    def record(event: Event[Any]) -> None:
+        if event.data["domain"] == "light":
+            calls.append(event)
+
+    hass.bus.async_listen(EVENT_CALL_SERVICE, record)
+    return calls
 
 
 @pytest.fixture
@@ -239,3 +273,87 @@ async def test_a_telegram_outage_is_logged_once(
     fake_ollama.reply("delivered")
     assert await _ask(telegram, "second") == "delivered"
     assert "Sending to Telegram works again" in caplog.text
+
+
+async def test_a_stream_that_hangs_midway_gets_a_timeout_reply(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Ollama starts answering, then stops sending: the half answer is not shown."""
+    fake_ollama.enqueue(stall_reply("The lights are"))
+    started = time.monotonic()
+    reply = await _ask(telegram)
+    assert "taking too long" in reply
+    assert "The lights are" not in reply
+    # The request timeout is 2 s; generous for a loaded machine.
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize(
+    ("broken", "expected"),
+    [
+        (
+            OllamaReply(tool_calls=(("call_service", TURN_OFF_KITCHEN),), cut_after=1),
+            "can't reach the language model",
+        ),
+        (
+            OllamaReply(
+                tool_calls=(("call_service", TURN_OFF_KITCHEN),), stall_after=1
+            ),
+            "taking too long",
+        ),
+    ],
+    ids=["cut", "hang"],
+)
+async def test_a_tool_call_from_a_broken_stream_is_not_executed(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    light_calls: list[Event[Any]],
+    broken: OllamaReply,
+    expected: str,
+) -> None:
+    """A tool call whose answer never completed does not run."""
+    before = hass.states.get("light.kitchen_lights")
+    assert before is not None
+    fake_ollama.enqueue(broken)
+    assert expected in await _ask(telegram, "Turn off the kitchen lights")
+    await hass.async_block_till_done()
+    assert light_calls == []
+    after = hass.states.get("light.kitchen_lights")
+    assert after is not None
+    assert after.state == before.state
+    # Nothing was fed back to the model as a tool result either.
+    assert all(not tool_results(request) for request in fake_ollama.chat_requests)
+
+
+async def test_every_fault_in_a_row_gets_exactly_one_reply(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Faults one after the other: one reply per message, in order, then recovery."""
+    fake_ollama.error(500, "boom").error(503, "busy").error(404, "model not found")
+    fake_ollama.cut("The lights are").enqueue(stall_reply("The door is")).reply(
+        "All good."
+    )
+    expected = [
+        "reported an error",
+        "reported an error",
+        "not installed",
+        "can't reach the language model",
+        "taking too long",
+        "All good.",
+    ]
+    for number, fragment in enumerate(expected):
+        before = len(telegram.sent_messages(ALICE_ID))
+        await telegram.send_text(f"message {number}")
+        sent = await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID, timeout=20)
+        assert fragment in sent[-1]["text"]
+        await asyncio.sleep(0.1)
+        # Exactly one reply per message.
+        assert len(telegram.sent_messages(ALICE_ID)) == before + 1

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import sqlite3
+from typing import TYPE_CHECKING, Final
 
-from homeassistant.const import Platform
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers import issue_registry as ir
@@ -16,16 +18,22 @@ from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
 from .services import async_setup_services
-from .store.shared import async_acquire_storage, async_release_storage
+from .store.shared import (
+    async_acquire_storage,
+    async_release_storage,
+    async_shutdown_storage,
+)
 
 if TYPE_CHECKING:
-    from homeassistant.core import HomeAssistant
+    from homeassistant.core import Event, HomeAssistant
     from homeassistant.helpers.typing import ConfigType
 
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR]
+# HA waits about 30 s for stop listeners; ours finish well within that.
+SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
 
 async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:  # noqa: ARG001
@@ -58,7 +66,28 @@ async def async_setup_entry(
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
     async_check_policy(hass, entry)
-    storage = await async_acquire_storage(hass)
+    try:
+        storage = await async_acquire_storage(hass)
+    except sqlite3.Error as err:
+        # Locked by another program or a full disk: the files are kept as
+        # they are and HA retries the setup later.
+        raise ConfigEntryNotReady(
+            translation_domain=DOMAIN,
+            translation_key="storage_busy",
+            translation_placeholders={"error": str(err)},
+        ) from err
+    if (aside := storage.checkpoints.recreated_from) is not None:
+        # Ongoing conversations start afresh; pending confirmations are kept
+        # in the assistant database and are not affected.
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            "checkpoints_recreated",
+            is_fixable=False,
+            severity=ir.IssueSeverity.WARNING,
+            translation_key="checkpoints_recreated",
+            translation_placeholders={"path": str(aside)},
+        )
     if (aside := storage.database.recreated_from) is not None:
         # The user must know their history and profiles were reset.
         ir.async_create_issue(
@@ -81,6 +110,22 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     data.gateway.async_start()
+
+    async def _async_on_stop(_event: Event) -> None:
+        # HA does not unload entries when it stops: end the turns in flight
+        # and close the files now, so the stop is not held up and nothing is
+        # half-written. Pending confirmations are already stored.
+        try:
+            async with asyncio.timeout(SHUTDOWN_TIMEOUT):
+                await data.gateway.async_stop()
+                await async_shutdown_storage(hass)
+        except TimeoutError:
+            LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
+
+    # Not listen_once: removing a fired one-time listener on unload warns.
+    entry.async_on_unload(
+        hass.bus.async_listen(EVENT_HOMEASSISTANT_STOP, _async_on_stop)
+    )
     return True
 
 

@@ -48,6 +48,7 @@ from .context import (
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
 from .stats import TurnStats
+from .store.database import Session
 from .tokens import (
     MESSAGE_OVERHEAD,
     TokenCounter,
@@ -271,14 +272,27 @@ class Assistant:
         *,
         on_text: Callable[[str], None] | None = None,
     ) -> TurnResult:
-        """Answer one message; never raises for model or tool trouble.
+        """Answer one message; never raises for model, tool or storage trouble.
 
         ``on_text`` gets the answer so far while the model writes it, through
         the same filters as the final reply.
         """
-        session = await self.database.async_current_session(
-            conversation_key, time.time(), self.session_timeout
-        )
+        stored = True
+        try:
+            session = await self.database.async_current_session(
+                conversation_key, time.time(), self.session_timeout
+            )
+        except sqlite3.Error as err:
+            # The database is locked, full or damaged: answer anyway, as a new
+            # conversation that is not saved (the outage is logged once).
+            LOGGER.debug("Answering %s without history: %s", conversation_key, err)
+            stored = False
+            session = Session(
+                thread_id=f"{conversation_key}:unsaved:{new_turn_id()}",
+                started_at=time.time(),
+                is_new=True,
+            )
+            self.checkpoints.skip_saving(session.thread_id)
         turn_id = new_turn_id()
         runtime = TurnRuntime(
             model=self.model,
@@ -327,7 +341,7 @@ class Assistant:
             "context": "",
             "summary": (
                 await self.history.async_prompt_summary(session, conversation_key)
-                if self.history is not None
+                if self.history is not None and stored
                 else ""
             ),
             "feedback_rounds": 0,
@@ -344,6 +358,7 @@ class Assistant:
         except Exception as err:  # noqa: BLE001 - every failure gets a reply
             # A restricted action proposed before the failure still gets its
             # confirmation request: the user asked for it, the policy resolved it.
+            self.checkpoints.turn_ended(session.thread_id)
             return TurnResult(
                 self._explain(err),
                 ok=False,
@@ -351,11 +366,13 @@ class Assistant:
                 proposals=tuple(runtime.tools.proposals),
                 context_tokens=runtime.context_tokens,
             )
+        self.checkpoints.turn_ended(session.thread_id)
         self.health.succeeded()
-        self.hass.async_create_background_task(
-            self.checkpoints.async_prune(session.thread_id),
-            f"prune checkpoints of {conversation_key}",
-        )
+        if stored:
+            self.hass.async_create_background_task(
+                self.checkpoints.async_prune(session.thread_id),
+                f"prune checkpoints of {conversation_key}",
+            )
         reply = shown(_answer(result.get("messages", [])))
         if runtime.tools.notices:
             reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
@@ -365,6 +382,7 @@ class Assistant:
             model_seconds=sum(runtime.model_calls),
             proposals=tuple(runtime.tools.proposals),
             context_tokens=runtime.context_tokens,
+            # Nothing to learn from or keep when the database is unavailable.
             interaction=Interaction(
                 conversation_key=conversation_key,
                 session_id=session.id,
@@ -373,7 +391,9 @@ class Assistant:
                 user_text=text,
                 reply=reply,
                 tainted=runtime.tools.tainted,
-            ),
+            )
+            if stored
+            else None,
         )
 
     async def _async_profile(self, speaker: Speaker, text: str) -> str:

@@ -74,9 +74,14 @@ class HistoryKeeper:
         except sqlite3.Error as err:
             LOGGER.warning("Could not store the conversation history: %s", err)
             return
-        await self.async_summarize(
-            interaction.session_id, keep_recent=KEPT_TURNS, min_new=SUMMARY_BATCH
-        )
+        try:
+            await self.async_summarize(
+                interaction.session_id, keep_recent=KEPT_TURNS, min_new=SUMMARY_BATCH
+            )
+        except (sqlite3.Error, RuntimeError) as err:
+            # The database went away (unload, stop) or is busy: the sweep
+            # summarizes the session later.
+            LOGGER.debug("Could not summarize the conversation: %s", err)
 
     async def async_prompt_summary(self, session: Session, key: str) -> str:
         """Return the summary that goes into this session's prompt."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +31,7 @@ from .const import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_WEB_SEARCH,
+    LOGGER,
 )
 from .data import PersonalAssistantData
 from .history import HistoryKeeper
@@ -37,6 +39,7 @@ from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
+from .store.retention import async_prune
 from .telegram import TelegramGateway
 from .tools.ha import HA_TOOLS
 from .tools.memory import memory_tools
@@ -45,6 +48,8 @@ from .tools.web import WEB_SEARCH_OFF, web_tools
 
 # Ended and idle sessions get their summary within this time.
 SUMMARY_SWEEP_INTERVAL: Final = timedelta(minutes=10)
+# Old sessions, checkpoints and log rows are pruned this often.
+RETENTION_INTERVAL: Final = timedelta(hours=6)
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -163,6 +168,33 @@ async def async_build(
             _async_sweep,
             SUMMARY_SWEEP_INTERVAL,
             name="ha_personal_assistant summaries",
+            cancel_on_shutdown=True,
+        )
+    )
+
+    async def _async_prune_storage() -> None:
+        try:
+            await async_prune(
+                storage.database,
+                storage.checkpoints,
+                session_timeout=assistant.session_timeout,
+            )
+        except (sqlite3.Error, TimeoutError) as err:
+            # The file is busy or full: the next round tries again.
+            LOGGER.debug("Could not prune the storage: %s", err)
+
+    @callback
+    def _async_retention(_now: datetime) -> None:
+        entry.async_create_background_task(
+            hass, _async_prune_storage(), "ha_personal_assistant retention"
+        )
+
+    entry.async_on_unload(
+        async_track_time_interval(
+            hass,
+            _async_retention,
+            RETENTION_INTERVAL,
+            name="ha_personal_assistant retention",
             cancel_on_shutdown=True,
         )
     )

@@ -13,21 +13,30 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-from homeassistant.core import Event, EventOrigin, ServiceResponse, callback
+from homeassistant.config_entries import SIGNAL_CONFIG_ENTRY_CHANGED, ConfigEntryChange
+from homeassistant.core import ServiceResponse, callback
 from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 
 from .agent.prompts import (
     HELP_TEXT,
+    REPLY_CONFIRMATION_NOT_STORED,
     REPLY_INTERNAL_ERROR,
     REPLY_NEW_SESSION,
+    REPLY_STORAGE_UNAVAILABLE,
     REPLY_UNKNOWN_COMMAND,
 )
 from .assistant import Speaker
 from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
 from .memory.profile import async_memory_command
-from .security.confirmations import ConfirmationManager, DecisionResult, Outcome
+from .security.confirmations import (
+    ConfirmationManager,
+    DecisionResult,
+    Outcome,
+    summarize,
+)
 from .store import search_audit
 from .store.shared import async_claim_telegram, async_release_telegram
 
@@ -42,6 +51,9 @@ TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
 EVENT_COMMAND: Final = "telegram_command"
 EVENT_CALLBACK: Final = "telegram_callback"
+EVENT_TYPES: Final = frozenset({EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK})
+# telegram_bot's dispatcher signal (``telegram_bot.const.SIGNAL_UPDATE_EVENT``).
+SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 # Telegram retries a webhook update for at most a day; a week is ample to
 # recognize edits and replays, and keeps the table small.
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
@@ -123,41 +135,42 @@ def _as_int(value: object) -> int | None:
     return None
 
 
-def parse_event(  # noqa: PLR0911 - each check rejects
-    hass: HomeAssistant, event: Event[Mapping[str, Any]]
-) -> Incoming | None:
-    """Return the message if the event truly comes from HA's telegram_bot, else None.
+def bot_signal(bot_entry: ConfigEntry[Any]) -> str | None:
+    """Return the dispatcher signal telegram_bot sends each update of a bot on.
 
-    The event bus is open to automations, the REST API and websocket clients;
-    anything they fire must not be obeyed as a Telegram message. telegram_bot
-    fires with a fresh Context that has no user and no parent, locally.
+    The bot id is the number before the colon of the API token. Dispatcher
+    signals are internal to Home Assistant: neither the REST API, nor a
+    websocket client, nor an automation or script can send one, unlike events.
     """
-    if (
-        event.origin is not EventOrigin.local
-        or event.context.user_id is not None
-        or event.context.parent_id is not None
-    ):
+    token = bot_entry.data.get("api_key")
+    if not isinstance(token, str) or not token.partition(":")[0].isdigit():
         return None
-    data = event.data
+    return f"{SIGNAL_UPDATE_EVENT}_{token.partition(':')[0]}"
+
+
+def parse_update(  # noqa: PLR0911 - each check rejects
+    bot_entry_id: str, event_type: str, data: Mapping[str, Any]
+) -> Incoming | None:
+    """Return the message telegram_bot reported for a bot, else None.
+
+    ``bot_entry_id`` is the telegram_bot entry whose signal carried the update;
+    the data cannot change it.
+    """
+    if not isinstance(data, Mapping) or event_type not in EVENT_TYPES:
+        return None
     bot = data.get("bot")
     if not isinstance(bot, Mapping):
-        return None
-    bot_entry_id = bot.get("config_entry_id")
-    if not isinstance(bot_entry_id, str):
-        return None
-    bot_entry = hass.config_entries.async_get_entry(bot_entry_id)
-    if bot_entry is None or bot_entry.domain != TELEGRAM_DOMAIN:
-        return None
+        bot = {}
     chat_id = _as_int(data.get("chat_id"))
     user_id = _as_int(data.get("user_id"))
     if chat_id is None or user_id is None:
         return None
     first_name = data.get("from_first")
     name_or_none = first_name if isinstance(first_name, str) else None
-    if event.event_type == EVENT_CALLBACK:
+    if event_type == EVENT_CALLBACK:
         return _parse_callback(data, bot_entry_id, chat_id, user_id, name_or_none)
     message_id = _as_int(data.get("id"))
-    if event.event_type == EVENT_COMMAND:
+    if event_type == EVENT_COMMAND:
         command = data.get("command")
         if not isinstance(command, str) or not command.startswith("/"):
             return None
@@ -382,6 +395,8 @@ class TelegramGateway:
         self._queues: dict[str, asyncio.Queue[Incoming]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._unsubs: list[Callable[[], None]] = []
+        # telegram_bot entry id -> unsubscribe from its bot's update signal.
+        self._bots: dict[str, Callable[[], None]] = {}
         self._send_failed = False
         self.last_latency: float | None = None
 
@@ -398,10 +413,17 @@ class TelegramGateway:
         self._unsubs.append(
             lambda: async_release_telegram(self.hass, self.entry.entry_id)
         )
-        for event_type in (EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK):
-            self._unsubs.append(
-                self.hass.bus.async_listen(event_type, self._async_on_event)
+        # Not the telegram_* events: anyone may fire those on the bus (REST
+        # API, websocket, automations, scripts), and the assistant must only
+        # obey what telegram_bot received from Telegram.
+        for bot_entry in self.hass.config_entries.async_entries(TELEGRAM_DOMAIN):
+            self._async_follow_bot(bot_entry)
+        self._unsubs.append(
+            async_dispatcher_connect(
+                self.hass, SIGNAL_CONFIG_ENTRY_CHANGED, self._async_entry_changed
             )
+        )
+        self._unsubs.append(self._async_unfollow_bots)
         self._unsubs.append(
             async_track_time_interval(
                 self.hass,
@@ -411,6 +433,37 @@ class TelegramGateway:
                 cancel_on_shutdown=True,
             )
         )
+
+    @callback
+    def _async_follow_bot(self, bot_entry: ConfigEntry[Any]) -> None:
+        """Receive the updates of a telegram_bot entry's bot."""
+        if bot_entry.entry_id in self._bots or (name := bot_signal(bot_entry)) is None:
+            return
+        entry_id = bot_entry.entry_id
+
+        @callback
+        def _on_update(event_type: str, data: Mapping[str, Any]) -> None:
+            self._async_on_update(entry_id, event_type, data)
+
+        self._bots[entry_id] = async_dispatcher_connect(self.hass, name, _on_update)
+
+    @callback
+    def _async_entry_changed(
+        self, change: ConfigEntryChange, entry: ConfigEntry[Any]
+    ) -> None:
+        """Follow telegram_bot entries added later; drop removed ones."""
+        if entry.domain != TELEGRAM_DOMAIN:
+            return
+        if change is ConfigEntryChange.REMOVED:
+            if (unsub := self._bots.pop(entry.entry_id, None)) is not None:
+                unsub()
+            return
+        self._async_follow_bot(entry)
+
+    @callback
+    def _async_unfollow_bots(self) -> None:
+        while self._bots:
+            self._bots.popitem()[1]()
 
     async def _async_prune(self, _now: datetime) -> None:
         """Forget message ids old enough that Telegram will not send them again."""
@@ -433,9 +486,15 @@ class TelegramGateway:
         self._queues.clear()
 
     @callback
-    def _async_on_event(self, event: Event[Mapping[str, Any]]) -> None:
+    def _async_on_update(
+        self, bot_entry_id: str, event_type: str, data: Mapping[str, Any]
+    ) -> None:
         """Queue the message on its chat's queue, in arrival order."""
-        incoming = parse_event(self.hass, event)
+        try:
+            incoming = parse_update(bot_entry_id, event_type, data)
+        except Exception:  # noqa: BLE001 - a strange update must not reach telegram_bot
+            LOGGER.debug("Ignoring an update that could not be read: %s", data)
+            return
         if incoming is None:
             return
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
@@ -474,6 +533,11 @@ class TelegramGateway:
                     await self._async_handle(incoming)
                 except asyncio.CancelledError:
                     raise
+                except sqlite3.Error as err:
+                    # A command that needs the database (/new, /confirm, ...)
+                    # while it is locked or full: nothing was done.
+                    LOGGER.debug("Storage unavailable for a command: %s", err)
+                    await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
                     await self._async_send(incoming, REPLY_INTERNAL_ERROR)
@@ -528,16 +592,27 @@ class TelegramGateway:
     ) -> None:
         """Store the proposed actions, then ask with Confirm and Cancel buttons.
 
-        Stored first: if the message cannot be sent, /confirm still works.
+        Stored first: if the message cannot be sent, /confirm still works. An
+        action that cannot be stored is refused: it could never be confirmed.
         """
-        action = await self.confirmations.async_propose(
-            conversation_key=incoming.key,
-            bot_entry_id=incoming.bot_entry_id,
-            chat_id=incoming.chat_id,
-            requester=speaker.person,
-            ha_user_id=speaker.ha_user_id,
-            verdicts=proposals,
-        )
+        try:
+            action = await self.confirmations.async_propose(
+                conversation_key=incoming.key,
+                bot_entry_id=incoming.bot_entry_id,
+                chat_id=incoming.chat_id,
+                requester=speaker.person,
+                ha_user_id=speaker.ha_user_id,
+                verdicts=proposals,
+            )
+        except sqlite3.Error as err:
+            LOGGER.debug("Confirmation request not stored: %s", err)
+            summary = summarize(
+                self.hass, [call for verdict in proposals for call in verdict.calls]
+            )
+            await self._async_send(
+                incoming, REPLY_CONFIRMATION_NOT_STORED.format(summary=summary)
+            )
+            return
         response = await self._async_call(
             "send_message",
             {

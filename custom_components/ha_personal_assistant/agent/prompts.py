@@ -60,6 +60,14 @@ REPLY_INTERNAL_ERROR: Final = (
     "Something went wrong on my side. Please try again; if it keeps "
     "happening, the Home Assistant log has the details."
 )
+REPLY_STORAGE_UNAVAILABLE: Final = (
+    "My storage is unavailable right now (the disk is full or the file is busy), "
+    "so I can't do that. Please try again in a little while."
+)
+REPLY_CONFIRMATION_NOT_STORED: Final = (
+    "I could not store the confirmation request (my storage is unavailable), so "
+    "nothing was done: {summary}. Please ask again in a little while."
+)
 
 HELP_TEXT: Final = """\
 I'm your home assistant. Write to me in your own words, for example:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..const import LOGGER
 
@@ -138,6 +139,80 @@ MIGRATIONS: dict[int, str] = {
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
+# A call that waits longer than this for a lock or the disk gives up: a turn
+# answers without history rather than keep the user waiting. Long jobs
+# (pruning, VACUUM) pass their own ``timeout``.
+DB_TIMEOUT: Final = 3.0  # seconds
+# After a fault the file is left alone for this long, so a locked or full
+# database costs one timeout, not one per call.
+FAULT_BACKOFF: Final = 15.0  # seconds
+# Opening waits longer: migrations run then, and nothing works without them.
+OPEN_TIMEOUT: Final = 10.0  # seconds
+
+
+class StorageUnavailableError(sqlite3.OperationalError):
+    """The file is locked, full, damaged or slow; skipped for a while."""
+
+
+def is_storage_fault(err: BaseException) -> bool:
+    """Tell a fault of the file (lock, disk, damage) from a bug in a query."""
+    if isinstance(err, StorageUnavailableError | TimeoutError):
+        return True
+    if isinstance(err, sqlite3.OperationalError):
+        text = str(err)
+        return any(
+            word in text
+            for word in ("locked", "busy", "full", "disk", "I/O", "readonly", "open")
+        )
+    # Plain DatabaseError: "file is not a database", "disk image is malformed".
+    return type(err) is sqlite3.DatabaseError
+
+
+def is_corruption(err: BaseException) -> bool:
+    """Tell a damaged file from one that is only locked or on a full disk."""
+    if isinstance(err, sqlite3.OperationalError):
+        return False
+    return type(err) is sqlite3.DatabaseError
+
+
+class FaultGate:
+    """Skip a file for a while after a fault; report the change both ways."""
+
+    def __init__(self, name: str) -> None:
+        """Start out assuming the file works (it was opened)."""
+        self.name = name
+        self.skip_until = 0.0
+        self.failing = False
+        self.last_error: str | None = None
+        # Called on the event loop with (working, reason); raises repairs.
+        self.on_change: Callable[[bool, str], None] | None = None
+
+    def check(self) -> None:
+        """Raise while the file is being skipped."""
+        if time.monotonic() < self.skip_until:
+            msg = f"The {self.name} is unavailable: {self.last_error}"
+            raise StorageUnavailableError(msg)
+
+    def failed(self, reason: str) -> None:
+        """Record a fault; log and report only the first of an outage."""
+        self.skip_until = time.monotonic() + FAULT_BACKOFF
+        self.last_error = reason
+        if not self.failing:
+            self.failing = True
+            LOGGER.warning("The %s is unavailable: %s", self.name, reason)
+            if self.on_change is not None:
+                self.on_change(False, reason)  # noqa: FBT003
+
+    def succeeded(self) -> None:
+        """Record a call that worked; report a recovery once."""
+        if self.failing:
+            self.failing = False
+            self.skip_until = 0.0
+            LOGGER.info("The %s works again", self.name)
+            if self.on_change is not None:
+                self.on_change(True, "")  # noqa: FBT003
+
+
 # WAL lets readers and the writer work at once. Without a size limit the WAL
 # file keeps its high-water mark (megabytes) after every checkpoint.
 WAL_PRAGMAS = (
@@ -171,6 +246,7 @@ class Database:
         # writers anyway, and the lock keeps cursors from interleaving.
         self._lock = threading.Lock()
         self.recreated_from: Path | None = None
+        self.gate = FaultGate("assistant database")
 
     async def async_open(self) -> None:
         """Open the file, moving a corrupt one aside, and migrate the schema."""
@@ -181,22 +257,33 @@ class Database:
         await self._executor.run(self._close)
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=10)
+        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=OPEN_TIMEOUT)
         for pragma in WAL_PRAGMAS:
             conn.execute(pragma)
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+
+    @staticmethod
+    def _check(conn: sqlite3.Connection) -> None:
+        """Raise DatabaseError when SQLite finds the file damaged."""
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+        if [tuple(row) for row in rows] != [("ok",)]:
+            problem = "; ".join(str(row[0]) for row in rows[:3])
+            raise sqlite3.DatabaseError(problem)
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn: sqlite3.Connection | None = None
         try:
             conn = self._connect()
+            self._check(conn)
             self._migrate(conn)
         except sqlite3.DatabaseError as err:
             if conn is not None:
                 conn.close()
-            if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+            if not is_corruption(err):
+                # Locked by another program or a full disk: the file is fine
+                # and must not be replaced; setup is retried later.
                 raise
             # A file that is not a database cannot be repaired here; keep it for
             # the user and start a fresh one so the assistant keeps working.
@@ -234,17 +321,62 @@ class Database:
                 self._conn.close()
                 self._conn = None
 
-    async def async_run[T](self, func: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``func`` on the connection in one transaction, off the loop."""
-        return await self._executor.run(self._run, func)
+    async def async_run[T](
+        self,
+        func: Callable[[sqlite3.Connection], T],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 - the worker's deadline
+    ) -> T:
+        """Run ``func`` on the connection in one transaction, off the loop.
 
-    def _run[T](self, func: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
+        Gives up after ``timeout`` seconds (default ``DB_TIMEOUT``); after a
+        lock, a full disk or damage the file is skipped for ``FAULT_BACKOFF``
+        seconds. Both raise ``StorageUnavailableError`` (an sqlite3 error).
+        """
+        self.gate.check()
+        limit = DB_TIMEOUT if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        try:
+            # The worker gives up by itself at the deadline (busy timeout);
+            # the loop waits a little longer so that answer is the one seen.
+            async with asyncio.timeout(limit + 1):
+                result = await self._executor.run(self._run, func, deadline)
+        except TimeoutError as err:
+            self._interrupt()
+            self.gate.failed(f"no answer within {limit:g} s")
+            raise StorageUnavailableError(str(self.gate.last_error)) from err
+        except sqlite3.Error as err:
+            if not is_storage_fault(err):
+                raise
+            self.gate.failed(str(err))
+            raise StorageUnavailableError(str(err)) from err
+        self.gate.succeeded()
+        return result
+
+    def _interrupt(self) -> None:
+        """Abort the statement a worker still runs, so it cannot commit late."""
+        if (conn := self._conn) is not None:
+            conn.interrupt()
+
+    def _run[T](self, func: Callable[[sqlite3.Connection], T], deadline: float) -> T:
+        # A job that waited in the pool past its deadline must not run: the
+        # caller was already told it failed.
+        if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            msg = "database is busy: another call holds the connection"
+            raise sqlite3.OperationalError(msg)
+        try:
             if self._conn is None:
                 msg = "The assistant database is closed"
                 raise sqlite3.ProgrammingError(msg)
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                msg = "database is busy: the call waited too long"
+                raise sqlite3.OperationalError(msg)
+            self._conn.execute(f"PRAGMA busy_timeout={remaining_ms}")
             with self._conn:
                 return func(self._conn)
+        finally:
+            self._lock.release()
 
     async def async_current_session(
         self, key: str, now: float, idle_limit: float

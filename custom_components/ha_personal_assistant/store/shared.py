@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from homeassistant.core import callback
+from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.importlib import async_import_module
 from homeassistant.util.hass_dict import HassKey
 
@@ -18,7 +20,9 @@ from ..const import (
     STORAGE_DIR,
 )
 from ..executor import BlockingExecutor
-from .database import Database
+from .database import Database, FaultGate
+
+STORAGE_UNAVAILABLE = "storage_unavailable"
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -76,8 +80,21 @@ async def async_release_storage(hass: HomeAssistant) -> None:
     if holder is None:
         return
     async with holder.lock:
-        holder.users -= 1
+        holder.users = max(0, holder.users - 1)
         if holder.users > 0 or holder.storage is None:
+            return
+        storage, holder.storage = holder.storage, None
+    await _async_close(hass, storage)
+
+
+async def async_shutdown_storage(hass: HomeAssistant) -> None:
+    """Close the files and the executor now, whoever still holds them (HA stops)."""
+    holder = hass.data.get(DATA_STORAGE)
+    if holder is None:
+        return
+    async with holder.lock:
+        holder.users = 0
+        if holder.storage is None:
             return
         storage, holder.storage = holder.storage, None
     await _async_close(hass, storage)
@@ -112,7 +129,38 @@ async def _async_open(hass: HomeAssistant) -> SharedStorage:
     except BaseException:
         await _async_close(hass, SharedStorage(executor, database, checkpoints))
         raise
+    _watch(hass, database.gate, "database", database.path)
+    _watch(hass, checkpoints.gate, "checkpoints", checkpoints.path)
     return SharedStorage(executor, database, checkpoints)
+
+
+def storage_issue_id(file: str) -> str:
+    """Return the repair issue id of a file: ``database`` or ``checkpoints``."""
+    return f"{STORAGE_UNAVAILABLE}_{file}"
+
+
+def _watch(hass: HomeAssistant, gate: FaultGate, file: str, path: Path) -> None:
+    """Raise a repair issue while a file fails, and remove it when it works."""
+    issue_id = storage_issue_id(file)
+    # A previous run's issue is stale: the file just opened fine.
+    ir.async_delete_issue(hass, DOMAIN, issue_id)
+
+    @callback
+    def _changed(working: bool, reason: str) -> None:  # noqa: FBT001
+        if working:
+            ir.async_delete_issue(hass, DOMAIN, issue_id)
+            return
+        ir.async_create_issue(
+            hass,
+            DOMAIN,
+            issue_id,
+            is_fixable=False,
+            severity=ir.IssueSeverity.ERROR,
+            translation_key=STORAGE_UNAVAILABLE,
+            translation_placeholders={"path": str(path), "error": reason},
+        )
+
+    gate.on_change = _changed
 
 
 async def _async_close(hass: HomeAssistant, storage: SharedStorage) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ class ToolRegistry:
         """Return every tool's schema, in registry order."""
         return [tool.schema() for tool in self._tools.values()]
 
-    async def async_call(
+    async def async_call(  # noqa: PLR0912 - an outcome per kind of failure
         self, ctx: ToolContext, name: str, args: object
     ) -> ToolOutcome:
         """Validate and run one tool call, log it, and describe the result."""
@@ -187,6 +188,14 @@ class ToolRegistry:
         except ToolError as err:
             outcome = ToolOutcome(f"Error: {err}", ok=False)
             status = "refused"
+        except sqlite3.Error:
+            # The database is locked or full; its outage is logged once.
+            outcome = ToolOutcome(
+                f"Error: {name} needs storage that is unavailable right now; tell"
+                " the user it did not work and to try again later.",
+                ok=False,
+            )
+            status = "error"
         except Exception:  # noqa: BLE001 - the model is told, the log has details
             LOGGER.exception("The tool %s failed", name)
             outcome = ToolOutcome(

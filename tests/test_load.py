@@ -1,0 +1,236 @@
+"""Under load and over months: every reply in its chat, in order; old data pruned."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    async_fire_time_changed,
+)
+
+from custom_components.ha_personal_assistant.agent.prompts import (
+    REPLY_INTERNAL_ERROR,
+    REPLY_STORAGE_UNAVAILABLE,
+)
+from custom_components.ha_personal_assistant.const import (
+    CHECKPOINT_FILE,
+    MAX_CONCURRENT_MODEL_CALLS,
+    STORAGE_DIR,
+)
+from custom_components.ha_personal_assistant.store import retention
+
+from .common import async_setup_assistant, async_setup_house, last_user_content
+from .telegram_harness import ALICE_ID, BOB_ID
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from homeassistant.core import HomeAssistant
+    from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+    from .fake_ollama import FakeOllama
+    from .telegram_harness import TelegramHarness
+
+USERS = [ALICE_ID, BOB_ID, 333333333, 444444444, 555555555]
+MESSAGES = 20
+DAY = 86400
+
+
+@pytest.fixture
+def telegram_chat_ids() -> list[int]:
+    """Five people, each in their private chat."""
+    return list(USERS)
+
+
+def _echo(request: dict[str, Any]) -> str:
+    return f"Echo: {last_user_content(request).splitlines()[0]}"
+
+
+def _count_model_calls(fake_ollama: FakeOllama) -> dict[str, int]:
+    """Wrap the fake's chat handler to record the peak of calls in flight."""
+    counts = {"now": 0, "peak": 0}
+    original = fake_ollama._handle_chat
+
+    async def counting(request: Any) -> Any:
+        counts["now"] += 1
+        counts["peak"] = max(counts["peak"], counts["now"])
+        try:
+            # A little model time, so turns of different chats overlap.
+            await asyncio.sleep(0.02)
+            return await original(request)
+        finally:
+            counts["now"] -= 1
+
+    fake_ollama._handle_chat = counting  # type: ignore[method-assign]
+    return counts
+
+
+async def test_five_users_at_once_each_get_their_replies_in_order(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """5 users x 20 messages at once: right chat, per-chat order, bounded model."""
+    counts = _count_model_calls(fake_ollama)
+    # The router captured the bound handler at start: restart to use the wrapper.
+    port = int(fake_ollama.url.rsplit(":", 1)[1])
+    await fake_ollama.stop()
+    await fake_ollama.start(port)
+    fake_ollama.default = _echo
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+
+    async def user_writes(user: int) -> None:
+        # Back to back, without waiting for replies: a user's next message
+        # arrives while the previous one is still being answered.
+        for number in range(MESSAGES):
+            await telegram.send_text(f"u{user} m{number}", chat_id=user)
+
+    await asyncio.gather(*(user_writes(user) for user in USERS))
+    await telegram.wait_for_sent(len(USERS) * MESSAGES, timeout=240)
+    await asyncio.sleep(0.2)
+    for user in USERS:
+        texts = [m["text"] for m in telegram.sent_messages(user)]
+        assert texts == [f"Echo: u{user} m{n}" for n in range(MESSAGES)]
+    everything = [m["text"] for m in telegram.sent_messages()]
+    assert len(everything) == len(USERS) * MESSAGES
+    assert REPLY_INTERNAL_ERROR not in everything
+    assert REPLY_STORAGE_UNAVAILABLE not in everything
+    assert not any("locked" in text for text in everything)
+    assert "database is locked" not in caplog.text
+    assert not [
+        r
+        for r in caplog.records
+        if r.name.startswith("custom_components.ha_personal_assistant")
+        and r.levelno >= logging.WARNING
+    ]
+    assert 1 < counts["peak"] <= MAX_CONCURRENT_MODEL_CALLS
+
+
+def _file_size(hass: HomeAssistant) -> int:
+    path = Path(hass.config.path(STORAGE_DIR)) / CHECKPOINT_FILE
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
+async def _wait_for(predicate: Any, seconds: float = 20.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if await predicate():
+            return
+        await asyncio.sleep(0.05)
+    msg = "condition not met in time"
+    raise AssertionError(msg)
+
+
+async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the schedule: ended threads, month-old sessions and old logs go."""
+    monkeypatch.setattr(retention, "VACUUM_MIN_FREE_PAGES", 4)
+    fake_ollama.default = _echo
+    await async_setup_house(hass)
+    entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)
+    storage = entry.runtime_data.storage
+    database = storage.database
+    # Alice has several conversations, each ended with /new.
+    sent = 0
+    for session in range(8):
+        for turn in range(2):
+            await telegram.send_text(f"s{session} t{turn} " + "words " * 500)
+            sent += 1
+            await telegram.wait_for_sent(sent + session)
+        await telegram.send_command("/new")
+        await telegram.wait_for_sent(sent + session + 1)
+    # Her current conversation, and Bob's from a month ago.
+    await telegram.send_text("The current one")
+    await telegram.send_text("Long ago", chat_id=BOB_ID)
+    await telegram.wait_for_sent(1, chat_id=BOB_ID)
+    await telegram.wait_for_sent(sent + 8 + 1, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+
+    def age(conn: sqlite3.Connection) -> None:
+        old = time.time() - 31 * DAY
+        conn.execute(
+            "UPDATE conversation_sessions SET last_activity = ?, started_at = ?"
+            " WHERE conversation_key LIKE ?",
+            (old, old, f"%:{BOB_ID}"),
+        )
+        conn.execute(
+            "INSERT INTO tool_call_log (ts, tool, person, duration_ms, outcome)"
+            " VALUES (?, 'get_state', NULL, 1, 'ok'), (?, 'get_state', NULL, 1, 'ok')",
+            (time.time() - 91 * DAY, time.time()),
+        )
+
+    await database.async_run(age)
+    threads_before = await storage.checkpoints.async_threads()
+    assert len(threads_before) == 10
+    size_before = await hass.async_add_executor_job(_file_size, hass)
+
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
+
+    async def pruned() -> bool:
+        return len(await storage.checkpoints.async_threads()) == 1
+
+    await _wait_for(pruned)
+    await hass.async_block_till_done()
+    (kept,) = await storage.checkpoints.async_threads()
+    assert f":{ALICE_ID}:" in kept
+
+    def remaining(conn: sqlite3.Connection) -> tuple[int, int, int]:
+        bob = f"%:{BOB_ID}"
+        sessions = conn.execute(
+            "SELECT COUNT(*) FROM conversation_sessions WHERE conversation_key LIKE ?",
+            (bob,),
+        ).fetchone()[0]
+        history = conn.execute(
+            "SELECT COUNT(*) FROM conversation_history WHERE conversation_key LIKE ?",
+            (bob,),
+        ).fetchone()[0]
+        logs = conn.execute("SELECT COUNT(*) FROM tool_call_log").fetchone()[0]
+        return sessions, history, logs
+
+    async def settled() -> bool:
+        return await database.async_run(remaining) == (0, 0, 1)
+
+    await _wait_for(settled)
+    size_after = await hass.async_add_executor_job(_file_size, hass)
+    assert size_after < size_before
+    # Alice's current conversation goes on with its history.
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_text("Still there?")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    prompt = "\n".join(
+        str(m.get("content", "")) for m in fake_ollama.chat_requests[-1]["messages"]
+    )
+    assert "The current one" in prompt
+    assert "s7 t1" not in prompt
+
+
+async def test_pruning_is_not_in_the_response_path(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A reply never waits for pruning: it runs on the schedule only."""
+    fake_ollama.default = _echo
+    await async_setup_house(hass)
+    entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)
+    storage = entry.runtime_data.storage
+    await telegram.send_text("one")
+    await telegram.wait_for_sent(1)
+    await telegram.send_command("/new")
+    await telegram.send_text("two")
+    await telegram.wait_for_sent(3)
+    await hass.async_block_till_done()
+    # The ended conversation's checkpoint is still there: no prune ran.
+    assert len(await storage.checkpoints.async_threads()) == 2

@@ -1,0 +1,393 @@
+"""Broken storage: a locked, full, truncated or garbage file never silences the bot.
+
+Each database file (the assistant database and the LangGraph checkpoint file)
+is broken the way it happens at home: another program holds a lock, the disk
+fills up, a crash leaves a truncated or garbage file. The user still gets an
+answer (without history), a repair issue says what is wrong, risky actions are
+refused rather than left unconfirmable, and what was stored before survives
+where the file is intact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+import pytest
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.const import EVENT_CALL_SERVICE
+from homeassistant.helpers import issue_registry as ir
+
+from custom_components.ha_personal_assistant.const import (
+    CHECKPOINT_FILE,
+    DATABASE_FILE,
+    DOMAIN,
+    STORAGE_DIR,
+)
+from custom_components.ha_personal_assistant.store import database as db_module
+
+from .common import async_setup_assistant, async_setup_house
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from homeassistant.core import Event, HomeAssistant
+    from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+    from .fake_ollama import FakeOllama
+    from .telegram_harness import TelegramHarness
+
+FILES = {"database": DATABASE_FILE, "checkpoints": CHECKPOINT_FILE}
+UNLOCK = {"domain": "lock", "service": "unlock", "entity_id": "lock.front_door"}
+REMEMBERED = "My cat is called Felix"
+
+
+@pytest.fixture(autouse=True)
+def fast_demo_locks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the demo locks move at once instead of after two seconds."""
+    monkeypatch.setattr("homeassistant.components.demo.lock.LOCK_UNLOCK_DELAY", 0)
+
+
+@pytest.fixture(autouse=True)
+def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """A broken file is a warning and a repair issue, never a logged error."""
+    yield
+    errors = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith("custom_components.ha_personal_assistant")
+        and record.levelno >= logging.ERROR
+    ]
+    assert errors == []
+
+
+@pytest.fixture
+def short_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Give up on a busy file after 1 s and retry it 2 s after a fault."""
+    monkeypatch.setattr(db_module, "DB_TIMEOUT", 1.0)
+    monkeypatch.setattr(db_module, "FAULT_BACKOFF", 2.0)
+    monkeypatch.setattr(db_module, "OPEN_TIMEOUT", 1.0)
+
+
+@pytest.fixture
+def unlocks(hass: HomeAssistant) -> list[Event[Any]]:
+    """Every lock.unlock that HA actually executes."""
+    calls: list[Event[Any]] = []
+
+    def record(event: Event[Any]) -> None:
+        if (event.data["domain"], event.data["service"]) == ("lock", "unlock"):
+            calls.append(event)
+
+    hass.bus.async_listen(EVENT_CALL_SERVICE, record)
+    return calls
+
+
+class FileLock:
+    """A second, real SQLite connection holding BEGIN EXCLUSIVE on a file."""
+
+    def __init__(self, path: Path, seconds: float) -> None:
+        """Prepare to lock ``path`` for ``seconds``."""
+        self.path = path
+        self.seconds = seconds
+        self.held = threading.Event()
+        self.released = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._hold, daemon=True)
+
+    def _hold(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=30)
+        try:
+            conn.execute("BEGIN EXCLUSIVE")
+            self.held.set()
+            self._stop.wait(self.seconds)
+            conn.rollback()
+        finally:
+            conn.close()
+            self.released.set()
+
+    async def __aenter__(self) -> Self:
+        """Take the lock; return once it is held."""
+        self._thread.start()
+        for _ in range(500):
+            if self.held.is_set():
+                return self
+            await asyncio.sleep(0.01)
+        msg = "could not lock the file"
+        raise AssertionError(msg)
+
+    async def __aexit__(self, *_: object) -> None:
+        """Release the lock (early, if the test is done with it)."""
+        self._stop.set()
+        await asyncio.to_thread(self.released.wait, 10)
+
+
+def _path(hass: HomeAssistant, file: str) -> Path:
+    return Path(hass.config.path(STORAGE_DIR)) / FILES[file]
+
+
+def _issue(hass: HomeAssistant, issue_id: str) -> ir.IssueEntry | None:
+    return ir.async_get(hass).async_get_issue(DOMAIN, issue_id)
+
+
+async def _ask(telegram: TelegramHarness, text: str, timeout: float = 15) -> str:  # noqa: ASYNC109
+    before = len(telegram.sent_messages())
+    await telegram.send_text(text)
+    sent = await telegram.wait_for_sent(before + 1, timeout=timeout)
+    return str(sent[-1]["text"])
+
+
+def _prompt_text(fake_ollama: FakeOllama) -> str:
+    return "\n".join(
+        str(m.get("content", "")) for m in fake_ollama.chat_requests[-1]["messages"]
+    )
+
+
+async def _start(
+    hass: HomeAssistant, fake_ollama: FakeOllama, telegram: TelegramHarness
+) -> MockConfigEntry:
+    """Set up, then have one turn that is stored in both files."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.reply("Nice cat.")
+    assert await _ask(telegram, REMEMBERED) == "Nice cat."
+    await hass.async_block_till_done()
+    return entry
+
+
+async def _wait_for(predicate: Any, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    msg = "condition not met in time"
+    raise AssertionError(msg)
+
+
+@pytest.mark.parametrize("file", ["database", "checkpoints"])
+@pytest.mark.usefixtures("short_deadlines")
+async def test_a_locked_file_still_gets_an_answer_a_repair_and_loses_nothing(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    file: str,
+) -> None:
+    """Locked by another program: answers go on, a repair shows, history survives."""
+    await _start(hass, fake_ollama, telegram)
+    async with FileLock(_path(hass, file), seconds=10) as lock:
+        fake_ollama.reply("Still here.")
+        assert await _ask(telegram, "Are you there?") == "Still here."
+        # Answered while the other program still holds the file.
+        assert not lock.released.is_set()
+        await _wait_for(lambda: _issue(hass, f"storage_unavailable_{file}"))
+        issue = _issue(hass, f"storage_unavailable_{file}")
+        assert issue is not None
+        assert issue.translation_key == "storage_unavailable"
+        assert str(_path(hass, file)) == issue.translation_placeholders["path"]
+    # Nothing was moved aside: a lock is not damage.
+    assert not list(_path(hass, file).parent.glob("*.corrupt-*"))
+    await asyncio.sleep(2.1)  # the back-off after the fault
+    fake_ollama.reply("I remember.")
+    assert await _ask(telegram, "What is my cat called?") == "I remember."
+    # The conversation from before the lock is still there.
+    assert REMEMBERED in _prompt_text(fake_ollama)
+    await _wait_for(lambda: _issue(hass, f"storage_unavailable_{file}") is None)
+
+
+async def test_a_real_ten_second_lock_does_not_hold_up_the_answer(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """With the default deadlines, a 10 s lock on the database is not waited out."""
+    await _start(hass, fake_ollama, telegram)
+    async with FileLock(_path(hass, "database"), seconds=10) as lock:
+        started = time.monotonic()
+        fake_ollama.reply("Here, without history.")
+        reply = await _ask(telegram, "Hello?", timeout=30)
+        answered_after = time.monotonic() - started
+        lock_still_held = not lock.released.is_set()
+    assert reply == "Here, without history."
+    assert lock_still_held, f"answered only after the lock ended ({answered_after}s)"
+    assert REMEMBERED not in _prompt_text(fake_ollama)
+    assert _issue(hass, "storage_unavailable_database") is not None
+
+
+@pytest.mark.usefixtures("short_deadlines")
+async def test_a_full_disk_refuses_risky_actions_and_keeps_answering(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    unlocks: list[Event[Any]],
+) -> None:
+    """The database cannot grow: a repair shows, an unlock is refused, not lost."""
+    entry = await _start(hass, fake_ollama, telegram)
+    database = entry.runtime_data.storage.database
+
+    def fill(conn: sqlite3.Connection) -> None:
+        # The disk is "full" at the file's current size: no page can be added.
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        for size in (2000, 200, 20):
+            try:
+                while True:
+                    conn.execute(
+                        "INSERT INTO tool_call_log"
+                        " (ts, tool, person, duration_ms, outcome)"
+                        " VALUES (0, 'filler', NULL, 0, ?)",
+                        ("x" * size,),
+                    )
+            except sqlite3.OperationalError as err:
+                if "full" not in str(err):
+                    raise
+
+    await database.async_run(fill, timeout=30)
+    # A long message needs new pages for its history: the write fails.
+    fake_ollama.reply("That is a long story.")
+    assert await _ask(telegram, "Once upon a time " * 300) == "That is a long story."
+    await _wait_for(lambda: _issue(hass, "storage_unavailable_database"))
+    issue = _issue(hass, "storage_unavailable_database")
+    assert issue is not None
+    assert "full" in issue.translation_placeholders["error"]
+
+    fake_ollama.tool_call("call_service", UNLOCK).reply("I need your confirmation.")
+    before = len(telegram.sent_messages())
+    await telegram.send_text("Unlock the front door")
+    sent = await telegram.wait_for_sent(before + 2)
+    assert "could not store the confirmation request" in sent[-1]["text"]
+    assert "nothing was done" in sent[-1]["text"]
+    assert "Unlock Front Door" in sent[-1]["text"]
+    # No Confirm button that could never work, and the door stays locked.
+    assert not any(m.get("reply_markup") for m in telegram.bot_messages())
+    await hass.async_block_till_done()
+    assert hass.states.get("lock.front_door").state == "locked"
+    assert unlocks == []
+    # Commands that need the database say so instead of failing silently.
+    before = len(telegram.sent_messages())
+    await telegram.send_command("/new")
+    sent = await telegram.wait_for_sent(before + 1)
+    assert "storage is unavailable" in sent[-1]["text"]
+
+    # Space is freed; after the back-off everything works again.
+    await asyncio.sleep(2.1)
+    await database.async_run(
+        lambda conn: conn.execute("PRAGMA max_page_count = 1073741823"), timeout=5
+    )
+    await database.async_run(
+        lambda conn: conn.execute("DELETE FROM tool_call_log WHERE tool = 'filler'")
+    )
+    fake_ollama.reply("Back to normal.")
+    assert await _ask(telegram, "And now?") == "Back to normal."
+    assert REMEMBERED in _prompt_text(fake_ollama)
+    assert _issue(hass, "storage_unavailable_database") is None
+
+
+@pytest.mark.usefixtures("short_deadlines")
+async def test_a_full_checkpoint_file_still_answers_and_raises_a_repair(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Checkpoints cannot be saved: the reply still comes, a repair shows."""
+    entry = await _start(hass, fake_ollama, telegram)
+    conn = entry.runtime_data.storage.checkpoints.saver.inner.conn  # type: ignore[union-attr]
+    await conn.execute("CREATE TABLE filler (x BLOB)")
+    await conn.commit()
+    async with conn.execute("PRAGMA page_count") as cur:
+        row = await cur.fetchone()
+    assert row is not None
+    await conn.execute(f"PRAGMA max_page_count = {row[0]}")
+    for size in (2000, 200, 20):
+        with pytest.raises(sqlite3.OperationalError, match="full"):  # noqa: PT012
+            while True:
+                await conn.execute("INSERT INTO filler VALUES (?)", (b"x" * size,))
+        await conn.commit()
+    fake_ollama.reply("Answered anyway.")
+    assert await _ask(telegram, "A question " * 200) == "Answered anyway."
+    await _wait_for(lambda: _issue(hass, "storage_unavailable_checkpoints"))
+    # The assistant database was never affected.
+    assert _issue(hass, "storage_unavailable_database") is None
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: max(len(data) // 2, 4096 + 100)])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(b"this is not a database, it is a shopping list\n" * 500)
+
+
+@pytest.mark.parametrize("file", ["database", "checkpoints"])
+@pytest.mark.parametrize("spoil", [_truncate, _garbage], ids=["truncated", "garbage"])
+async def test_a_damaged_file_is_moved_aside_recreated_and_reported(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    file: str,
+    spoil: Any,
+) -> None:
+    """A truncated or garbage file is kept aside, a fresh one made, a repair shown."""
+    entry = await _start(hass, fake_ollama, telegram)
+    # A pending confirmation lives in the assistant database.
+    fake_ollama.tool_call("call_service", UNLOCK).reply("Please confirm.")
+    before = len(telegram.sent_messages())
+    await telegram.send_text("Unlock the front door")
+    await telegram.wait_for_sent(before + 2)
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    path = _path(hass, file)
+    await hass.async_add_executor_job(spoil, path)
+    damaged = await hass.async_add_executor_job(path.read_bytes)
+
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    asides = list(path.parent.glob(f"{path.name}.corrupt-*"))
+    assert len(asides) == 1
+    # The damaged bytes are kept for the user, untouched.
+    assert await hass.async_add_executor_job(asides[0].read_bytes) == damaged
+    issue_id = "database_recreated" if file == "database" else "checkpoints_recreated"
+    issue = _issue(hass, issue_id)
+    assert issue is not None
+    assert issue.translation_placeholders["path"] == str(asides[0])
+
+    fake_ollama.reply("Fresh start.")
+    assert await _ask(telegram, "Hello again") == "Fresh start."
+    # The damaged file's conversation is gone, never half-read.
+    assert REMEMBERED not in _prompt_text(fake_ollama)
+    before = len(telegram.sent_messages())
+    await telegram.send_command("/confirm")
+    reply = (await telegram.wait_for_sent(before + 1))[-1]
+    if file == "checkpoints":
+        # The assistant database was intact: the pending unlock is still there.
+        assert reply["text"].startswith("Done: Unlock Front Door")
+    else:
+        assert "Done" not in reply["text"]
+
+
+@pytest.mark.usefixtures("short_deadlines")
+async def test_a_database_locked_at_startup_is_kept_and_used(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Locked while HA starts: the entry loads, answers, and the file is kept."""
+    entry = await _start(hass, fake_ollama, telegram)
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    path = _path(hass, "database")
+    async with FileLock(path, seconds=10):
+        await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        assert entry.state is ConfigEntryState.LOADED
+        fake_ollama.reply("Answered while locked.")
+        assert await _ask(telegram, "Hello?") == "Answered while locked."
+    assert not list(path.parent.glob("*.corrupt-*"))
+    assert _issue(hass, "database_recreated") is None
+    await asyncio.sleep(2.1)  # the back-off after the fault
+    fake_ollama.reply("Remembered.")
+    assert await _ask(telegram, "What is my cat called?") == "Remembered."
+    assert REMEMBERED in _prompt_text(fake_ollama)
