@@ -18,6 +18,7 @@ from custom_components.ha_personal_assistant.security.firewall import (
     mark_untrusted,
 )
 from custom_components.ha_personal_assistant.tokens import (
+    CORRECTION_MEMORY,
     MAX_CORRECTION,
     TokenCounter,
     estimate_json_tokens,
@@ -125,15 +126,21 @@ def test_the_correction_rises_at_once_and_falls_slowly() -> None:
     """Under-counted requests raise it in one step; it never drops below 1."""
     counter = TokenCounter()
     assert counter.count("hello world") == estimate_tokens("hello world")
-    counter.observe(1000, 1300)
+    counter.observe(1000, 1300, now=0)
     assert counter.correction == pytest.approx(1.3)
     assert counter.scale(1000) == 1300
-    counter.observe(1000, 900)
-    assert 1.25 < counter.correction < 1.3
-    for _ in range(500):
-        counter.observe(1000, 500)
+    # Lower counts (a prompt-cache hit counts only the new tokens) do not
+    # lower it while the high count is recent.
+    for minute in range(1, 100):
+        counter.observe(1000, 300, now=minute * 60)
+    assert counter.correction == pytest.approx(1.3)
+    counter.observe(1000, 1100, now=3600)
+    # A day after the high count, the next highest one is what counts.
+    counter.observe(1000, 500, now=CORRECTION_MEMORY + 1)
+    assert counter.correction == pytest.approx(1.1)
+    counter.observe(1000, 500, now=2 * CORRECTION_MEMORY)
     assert counter.correction == 1.0
-    counter.observe(1000, 10_000)
+    counter.observe(1000, 10_000, now=2 * CORRECTION_MEMORY)
     assert counter.correction == MAX_CORRECTION
     counter.observe(0, 10)
     counter.observe(10, 0)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
+from collections import deque
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
@@ -100,10 +102,12 @@ GLUED_WORD: Final = 0.5
 MESSAGE_OVERHEAD: Final = 6
 
 # The learned correction: raised at once when a request held more tokens than
-# estimated, lowered slowly, and kept within these bounds.
+# estimated, lowered only when that count is a day old, kept within bounds.
 MIN_CORRECTION: Final = 1.0
 MAX_CORRECTION: Final = 2.0
-LOWER_STEP: Final = 0.05
+# How long a high count keeps the correction up, and how many are kept.
+CORRECTION_MEMORY: Final = 24 * 3600.0
+MAX_OBSERVATIONS: Final = 256
 
 
 def _is_english(words: list[str]) -> bool:
@@ -215,13 +219,19 @@ class TokenCounter:
     The estimate is meant to be high already; when Ollama's
     ``prompt_eval_count`` shows a request held more tokens than estimated
     (another tokenizer, another language), the correction rises at once to
-    cover it, capped at twice the estimate. When requests keep coming in below
-    the estimate, it falls back slowly, never below the raw estimate.
+    cover it, capped at twice the estimate.
+
+    It falls only slowly: the correction is the highest ratio seen in the last
+    :data:`CORRECTION_MEMORY` seconds, never below 1. Lower counts cannot be
+    trusted to lower it: when Ollama reuses its prompt cache (the point of the
+    fixed prefix), ``prompt_eval_count`` counts only the tokens it had to read
+    anew, far fewer than the request held.
     """
 
     def __init__(self) -> None:
         """Start with no correction."""
         self.correction = MIN_CORRECTION
+        self._seen: deque[tuple[float, float]] = deque(maxlen=MAX_OBSERVATIONS)
 
     def count(self, text: str) -> int:
         """Return the corrected token estimate of ``text``."""
@@ -231,16 +241,14 @@ class TokenCounter:
         """Return a raw estimate with the correction applied."""
         return math.ceil(estimate * self.correction)
 
-    def observe(self, estimated: int, reported: int) -> None:
+    def observe(self, estimated: int, reported: int, now: float | None = None) -> None:
         """Learn from a request estimated (raw) at ``estimated`` tokens."""
         if estimated <= 0 or reported <= 0:
             return
-        ratio = reported / estimated
-        if ratio > self.correction:
-            self.correction = min(MAX_CORRECTION, ratio)
-        else:
-            self.correction = max(
-                MIN_CORRECTION,
-                ratio,
-                self.correction - LOWER_STEP * (self.correction - ratio),
-            )
+        now = time.monotonic() if now is None else now
+        ratio = min(MAX_CORRECTION, reported / estimated)
+        if ratio > MIN_CORRECTION:
+            self._seen.append((now, ratio))
+        while self._seen and self._seen[0][0] < now - CORRECTION_MEMORY:
+            self._seen.popleft()
+        self.correction = max([MIN_CORRECTION, *(seen for _, seen in self._seen)])
