@@ -340,6 +340,9 @@ class FakeOllama:
         self._closing = asyncio.Event()
         self._call_ids = itertools.count(1)
         self._token_vectors: dict[str, list[float]] = {}
+        # How the model's tokenizer counts a chat request (``prompt_eval_count``);
+        # None: the words of the messages, a rough stand-in.
+        self.prompt_tokens: Callable[[JsonDict], int] | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -768,9 +771,13 @@ class FakeOllama:
         if reply.tool_calls:
             eval_count += 1
             yield chunk({"tool_calls": self._tool_calls_json(reply.tool_calls)})
-        prompt_tokens = sum(
-            len(str(message.get("content") or "").split())
-            for message in body.get("messages") or []
+        prompt_tokens = (
+            self.prompt_tokens(body)
+            if self.prompt_tokens is not None
+            else sum(
+                len(str(message.get("content") or "").split())
+                for message in body.get("messages") or []
+            )
         )
         yield {
             "model": name,

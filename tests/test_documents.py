@@ -156,7 +156,14 @@ async def test_an_added_document_is_found_and_reaches_the_model(
 
     # The model's second request carries the document, fenced as data, best first.
     request = fake_ollama.chat_requests[-1]
-    (result,) = tool_results(request)
+    # The first request already carried the best chunk: the automatic context,
+    # fenced as data like a tool result.
+    (automatic,) = tool_results(fake_ollama.chat_requests[-2])
+    assert "descaling" in automatic
+    assert "cellar" in automatic
+    assert "Untrusted data from" in automatic
+    # The model's own search comes last.
+    result = tool_results(request)[-1]
     assert "[Dishwasher]" in result
     assert result.index("[Dishwasher]") < result.index("[Boiler]")
     assert "Untrusted data from the household's documents" in result

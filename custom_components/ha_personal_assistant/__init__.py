@@ -136,7 +136,7 @@ async def async_unload_entry(
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
     await entry.runtime_data.gateway.async_stop()
-    if (documents := entry.runtime_data.assistant.documents) is not None:
+    if (documents := entry.runtime_data.documents) is not None:
         # Indexing writes to the database: stop it before the database closes.
         await documents.async_stop()
     await async_release_storage(hass)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Callable, Coroutine
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 from homeassistant.core import callback
+from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.errors import GraphRecursionError
 from ollama import ResponseError
@@ -29,23 +31,41 @@ from .agent.prompts import (
     REPLY_TIMEOUT,
     REPLY_TOO_MANY_STEPS,
     REPLY_UNREACHABLE,
+    SYSTEM_PROMPT,
 )
 from .const import LOGGER, RECURSION_LIMIT
-from .context import build_context, profile_budget
+from .context import (
+    SHARES,
+    TEMPLATE_OVERHEAD,
+    Budget,
+    ContextAssembler,
+    DocumentChunk,
+    EntityIndex,
+    TurnContext,
+    describe_moment,
+    fence_chunks,
+)
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
 from .stats import TurnStats
 from .store.database import Session
+from .tokens import (
+    MESSAGE_OVERHEAD,
+    TokenCounter,
+    estimate_json_tokens,
+    estimate_tokens,
+)
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
-    import asyncio
+    from collections.abc import Sequence
 
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .executor import BlockingExecutor
     from .history import HistoryKeeper
     from .security.permissions import Policy, Verdict
     from .store.checkpoints import CheckpointStore
@@ -53,6 +73,12 @@ if TYPE_CHECKING:
     from .tools.registry import ToolRegistry
 
 HTTP_NOT_FOUND: Final = 404
+# Automatic document context: one retrieval per turn, given up after this long.
+RETRIEVAL_TIMEOUT: Final = 3.0
+AUTO_CONTEXT_HITS: Final = 5
+AUTO_CONTEXT_MIN_SCORE: Final = 0.45
+# Characters a profile token takes at most (the profile is read by characters).
+PROFILE_CHARS_PER_TOKEN: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +118,38 @@ class MemorySource(Protocol):
 
     async def async_context(self, person: str, text: str, max_chars: int) -> str:
         """Return the person's profile entries relevant to ``text``."""
+        ...
+
+
+class DocumentHitLike(Protocol):
+    """A retrieved chunk, as the document index returns it."""
+
+    @property
+    def title(self) -> str:
+        """Return the document's title."""
+        ...
+
+    @property
+    def content(self) -> str:
+        """Return the chunk's text."""
+        ...
+
+    @property
+    def score(self) -> float:
+        """Return the similarity to the query, 0 to 1."""
+        ...
+
+    @property
+    def trusted(self) -> bool:
+        """Tell whether the house wrote it (HA knowledge) rather than outsiders."""
+        ...
+
+
+class DocumentSource(Protocol):
+    """What the assistant asks of the document index for each turn."""
+
+    async def async_search(self, query: str, k: int = 5) -> Sequence[DocumentHitLike]:
+        """Return the chunks most similar to ``query``, best first."""
         ...
 
 
@@ -153,6 +211,7 @@ class Assistant:
         request_timeout: float,
         model_slots: asyncio.Semaphore,
         policy: Policy | None = None,
+        executor: BlockingExecutor | None = None,
     ) -> None:
         """Keep what every turn needs."""
         self.hass = hass
@@ -168,15 +227,31 @@ class Assistant:
         self.model_slots = model_slots
         self.health = ModelHealth(ollama_url)
         self.policy = policy
+        # The integration's own pool for blocking work (the firewall on chunks).
+        self.executor = executor
         # Profile entries for the context; set by the memory feature.
         self.memory: MemorySource | None = None
         # Background work started after the reply was sent (never before).
         self.after_reply: list[AfterReply] = []
         # Keeps history and summaries; set by runtime.
         self.history: HistoryKeeper | None = None
-        # The document index (documents.DocumentIndex); set by runtime when an
-        # embedding model is configured.
-        self.documents: Any | None = None
+        # The document index (documents.DocumentIndex) for the automatic
+        # context; set by runtime when an embedding model is configured.
+        self.documents: DocumentSource | None = None
+        # The fixed part of every request (system prompt, tool schemas), the
+        # same bytes on every request: estimated once.
+        self.budget = Budget(
+            num_ctx=num_ctx,
+            fixed=estimate_tokens(SYSTEM_PROMPT)
+            + estimate_json_tokens(registry.schemas())
+            + TEMPLATE_OVERHEAD
+            + MESSAGE_OVERHEAD,
+        )
+        # Learns from Ollama's prompt_eval_count how far estimates are off.
+        self.counter = TokenCounter()
+        self._domain_names: dict[str, dict[str, list[str]]] = {}
+        # The words that point at each entity, kept between turns.
+        self.entities = EntityIndex()
         # Recent latencies and errors, for the sensors and diagnostics.
         self.stats = TurnStats()
 
@@ -236,6 +311,19 @@ class Assistant:
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
         )
+        runtime.assembler = ContextAssembler(
+            budget=self.budget,
+            counter=self.counter,
+            system_prompt=SYSTEM_PROMPT,
+            turn=TurnContext(
+                header=describe_moment(self.hass, speaker.name),
+                entities=self.entities.rank(
+                    self.hass, text, domain_names=await self._async_domain_names()
+                ),
+                profile=await self._async_profile(speaker, text),
+                documents=await self._async_documents(text),
+            ),
+        )
 
         def shown(raw: str) -> str:
             # Links only from this turn's search results (or the user's message).
@@ -251,12 +339,7 @@ class Assistant:
         state: AgentState = {
             "messages": [HumanMessage(content=text, id=turn_id)],
             "turn_id": turn_id,
-            "context": build_context(
-                self.hass,
-                user_name=speaker.name,
-                num_ctx=self.num_ctx,
-                profile=await self._async_profile(speaker, text),
-            ),
+            "context": "",
             "summary": (
                 await self.history.async_prompt_summary(session, conversation_key)
                 if self.history is not None and stored
@@ -282,6 +365,7 @@ class Assistant:
                 ok=False,
                 model_seconds=sum(runtime.model_calls),
                 proposals=tuple(runtime.tools.proposals),
+                context_tokens=runtime.context_tokens,
             )
         self.checkpoints.turn_ended(session.thread_id)
         self.health.succeeded()
@@ -298,6 +382,7 @@ class Assistant:
             ok=True,
             model_seconds=sum(runtime.model_calls),
             proposals=tuple(runtime.tools.proposals),
+            context_tokens=runtime.context_tokens,
             # Nothing to learn from or keep when the database is unavailable.
             interaction=Interaction(
                 conversation_key=conversation_key,
@@ -318,11 +403,57 @@ class Assistant:
             return ""
         try:
             return await self.memory.async_context(
-                speaker.profile_key, text, profile_budget(self.num_ctx)
+                speaker.profile_key, text, self._profile_chars()
             )
         except sqlite3.Error as err:
             LOGGER.warning("Could not read the profile: %s", err)
             return ""
+
+    def _profile_chars(self) -> int:
+        """Return the most profile text worth reading, lent room included."""
+        room = max(0, self.budget.limit - self.budget.fixed)
+        share = SHARES["profile"] + SHARES["documents"]
+        return int(room * share * PROFILE_CHARS_PER_TOKEN)
+
+    async def _async_documents(self, text: str) -> list[DocumentChunk]:
+        """Return the chunks relevant enough to enter the context by themselves."""
+        if self.documents is None:
+            return []
+        try:
+            async with asyncio.timeout(RETRIEVAL_TIMEOUT):
+                hits = await self.documents.async_search(text, AUTO_CONTEXT_HITS)
+        except Exception as err:  # noqa: BLE001 - the answer comes without them
+            LOGGER.debug("Automatic document context skipped: %s", err)
+            return []
+        chunks = [
+            DocumentChunk(title=hit.title, content=hit.content, trusted=hit.trusted)
+            for hit in hits
+            if hit.score >= AUTO_CONTEXT_MIN_SCORE
+        ]
+        if self.executor is None or all(chunk.trusted for chunk in chunks):
+            return chunks
+        # The firewall takes milliseconds per chunk: not on the event loop.
+        return await self.executor.run(fence_chunks, chunks)
+
+    async def _async_domain_names(self) -> dict[str, list[str]]:
+        """Return HA's names of the domains in the configured language."""
+        language = self.hass.config.language
+        if language not in self._domain_names:
+            names: dict[str, list[str]] = {}
+            try:
+                translated = await async_get_translations(
+                    self.hass, language, "entity_component"
+                )
+            except Exception as err:  # noqa: BLE001 - the built-in words still work
+                LOGGER.debug("No domain names in %s: %s", language, err)
+                translated = {}
+            for key, value in translated.items():
+                # component.<domain>.entity_component._.name
+                parts = key.split(".")
+                if len(parts) == 5 and parts[2:] == ["entity_component", "_", "name"]:  # noqa: PLR2004
+                    names.setdefault(parts[1], []).append(value)
+            self._domain_names[language] = names
+        return self._domain_names[language]
 
     @callback
     def async_after_reply(self, result: TurnResult) -> None:

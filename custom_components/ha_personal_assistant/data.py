@@ -9,6 +9,7 @@ from homeassistant.config_entries import ConfigEntry
 
 if TYPE_CHECKING:
     from .assistant import Assistant
+    from .documents import DocumentIndex
     from .monitor import OllamaMonitor
     from .store.shared import SharedStorage
     from .telegram import TelegramGateway
@@ -23,6 +24,8 @@ class PersonalAssistantData:
     storage: SharedStorage
     # Watches Ollama for the model status sensor and the repair issues.
     monitor: OllamaMonitor | None = None
+    # Documents and vectors; None without an embedding model.
+    documents: DocumentIndex | None = None
 
 
 type PersonalAssistantConfigEntry = ConfigEntry[PersonalAssistantData]

@@ -139,7 +139,7 @@ async def async_get_config_entry_diagnostics(
             assistant.policy.weakened() if assistant.policy is not None else []
         ),
         "counts": counts,
-        "documents": _documents(assistant.documents),
+        "documents": _documents(data.documents),
         "recent_turns": [
             {
                 "ts": turn.ts,

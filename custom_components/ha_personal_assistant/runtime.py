@@ -135,6 +135,7 @@ async def async_build(
         request_timeout=request_timeout,
         model_slots=storage.model_slots,
         policy=policy,
+        executor=storage.executor,
     )
     confirmations = ConfirmationManager(
         hass,
@@ -229,7 +230,9 @@ async def async_build(
     if documents is not None:
         assistant.documents = documents
         _async_start_documents(hass, entry, documents)
-    return PersonalAssistantData(assistant=assistant, gateway=gateway, storage=storage)
+    return PersonalAssistantData(
+        assistant=assistant, gateway=gateway, storage=storage, documents=documents
+    )
 
 
 def _document_index(

@@ -11,7 +11,6 @@ from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.service import async_register_admin_service
 
 from .const import DOMAIN, MAX_DOCUMENT_CHARS, MAX_DOCUMENT_TITLE_CHARS
-from .documents import DocumentIndex
 from .memory.profile import ProfileMemory
 from .store.history import clear_interactions
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .data import PersonalAssistantConfigEntry
+    from .documents import DocumentIndex
 else:
     import voluptuous as vol
 
@@ -114,8 +114,7 @@ def _documents(hass: HomeAssistant) -> DocumentIndex:
             translation_domain=DOMAIN, translation_key="not_loaded"
         )
     for entry in loaded:
-        documents = entry.runtime_data.assistant.documents
-        if isinstance(documents, DocumentIndex):
+        if (documents := entry.runtime_data.documents) is not None:
             return documents
     raise ServiceValidationError(
         translation_domain=DOMAIN, translation_key="documents_off"

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
+    from ..context import ContextAssembler
     from ..tools.registry import ToolContext, ToolRegistry
 
 TURN_PREFIX: Final = "turn-"
@@ -83,6 +84,11 @@ class TurnRuntime:
     model_slots: asyncio.Semaphore
     request_timeout: float
     model_calls: list[float] = field(default_factory=list)
+    # Builds each request within the token budget (None: no budget, tests).
+    assembler: ContextAssembler | None = None
+    # Estimated tokens of the turn's last request, with and without correction.
+    context_tokens: int = 0
+    raw_tokens: int = 0
     # Called with the text written so far while the model streams its answer.
     on_text: Callable[[str], None] | None = None
 
@@ -159,15 +165,28 @@ def _looks_like_text_tool_call(text: str, tool_names: list[str]) -> bool:
     return re.search(pattern, text, re.MULTILINE) is not None
 
 
-def _model_messages(state: AgentState) -> list[AnyMessage]:
+def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
     """Build the request: fixed system prompt, history, then the live context."""
     turn_id = state.get("turn_id")
+    summary = state.get("summary", "")
+    if turn.assembler is not None:
+        request = turn.assembler.build(
+            state.get("messages", []),
+            turn_id=turn_id,
+            summary=summary,
+            text_of=message_text,
+        )
+        if request.untrusted:
+            # The taint rule: retrieved documents entered the turn.
+            turn.tools.tainted = True
+        turn.context_tokens = request.tokens
+        turn.raw_tokens = request.raw_tokens
+        return request.messages
     context = state.get("context", "")
+    if summary:
+        # Never in the system message: the prefix must stay byte-identical.
+        context = f"{context}\n{SUMMARY_HEADER}\n{summary}".strip()
     result: list[AnyMessage] = [SystemMessage(content=SYSTEM_PROMPT)]
-    if summary := state.get("summary", ""):
-        # After the fixed prompt, so the prompt cache still covers that part;
-        # it changes only when a new summary is written.
-        result.append(SystemMessage(content=f"{SUMMARY_HEADER}\n{summary}"))
     for message in state.get("messages", []):
         if context and message.id == turn_id:
             result.append(
@@ -202,12 +221,11 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
         started = loop.time()
         try:
             async with asyncio.timeout(turn.request_timeout):
+                messages = _model_messages(state, turn)
                 if turn.on_text is None:
-                    response = await turn.model.ainvoke(_model_messages(state))
+                    response = await turn.model.ainvoke(messages)
                 else:
-                    response = await _stream(
-                        turn.model, _model_messages(state), turn.on_text
-                    )
+                    response = await _stream(turn.model, messages, turn.on_text)
         except OutputParserException, ValidationError:
             # Arguments that are not a JSON object fail LangChain's or the
             # Ollama client's parsing of the reply.
@@ -220,6 +238,11 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
         finally:
             turn.model_calls.append(loop.time() - started)
 
+    if turn.assembler is not None and response.usage_metadata:
+        # Ollama's prompt_eval_count: the real size of what was just sent.
+        turn.assembler.counter.observe(
+            turn.raw_tokens, response.usage_metadata["input_tokens"]
+        )
     if response.invalid_tool_calls:
         return retry(_feedback(FEEDBACK_BAD_JSON))
     if response.tool_calls:
