@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,20 @@ async def _wait_status(
     assert _state(hass, entry, "model_status").state == expected
 
 
+async def _wait_state(
+    hass: HomeAssistant, entry: MockConfigEntry, key: str, expected: str
+) -> None:
+    """Wait (real time, a few seconds at most) for a sensor to show ``expected``.
+
+    The gateway's turn runs as a background task, which async_block_till_done
+    does not wait for: the count is refreshed when the turn is recorded.
+    """
+    async with asyncio.timeout(10):
+        while _state(hass, entry, key).state != expected:
+            await hass.async_block_till_done()
+            await asyncio.sleep(0.02)
+
+
 async def test_one_device_carries_the_translated_sensors(
     hass: HomeAssistant, assistant: MockConfigEntry
 ) -> None:
@@ -129,12 +144,10 @@ async def test_pending_confirmations_count_up_and_down(
     fake_ollama.tool_call("call_service", UNLOCK).reply("Please confirm.")
     await telegram.send_text("Unlock the front door")
     await telegram.wait_for_sent(2)
-    await hass.async_block_till_done()
-    assert _state(hass, assistant, "pending_confirmations").state == "1"
+    await _wait_state(hass, assistant, "pending_confirmations", "1")
     await telegram.send_command("/confirm")
     await telegram.wait_for_sent(3)
-    await hass.async_block_till_done()
-    assert _state(hass, assistant, "pending_confirmations").state == "0"
+    await _wait_state(hass, assistant, "pending_confirmations", "0")
     assert hass.states.get("lock.front_door").state in ("unlocking", "unlocked")
 
 

@@ -136,6 +136,11 @@ async def async_unload_entry(
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
     await entry.runtime_data.gateway.async_stop()
+    # Pruning and summaries write to the storage: end them before it closes.
+    if maintenance := entry.runtime_data.maintenance:
+        for task in maintenance:
+            task.cancel()
+        await asyncio.wait(set(maintenance))
     if (documents := entry.runtime_data.documents) is not None:
         # Indexing writes to the database: stop it before the database closes.
         await documents.async_stop()

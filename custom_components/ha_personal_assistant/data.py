@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from homeassistant.config_entries import ConfigEntry
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .assistant import Assistant
     from .documents import DocumentIndex
     from .monitor import OllamaMonitor
@@ -26,6 +28,8 @@ class PersonalAssistantData:
     monitor: OllamaMonitor | None = None
     # Documents and vectors; None without an embedding model.
     documents: DocumentIndex | None = None
+    # Scheduled pruning and summaries in progress (they hold the database).
+    maintenance: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 type PersonalAssistantConfigEntry = ConfigEntry[PersonalAssistantData]

@@ -61,6 +61,9 @@ RETENTION_INTERVAL: Final = timedelta(hours=6)
 HA_KNOWLEDGE_INTERVAL: Final = timedelta(days=1)
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Coroutine
+
     from homeassistant.core import HomeAssistant
 
     from .data import PersonalAssistantConfigEntry
@@ -171,13 +174,18 @@ async def async_build(
     )
     assistant.history = history
     assistant.after_reply.append(history.async_after_reply)
+    # Scheduled work that holds the database: ended before the storage closes.
+    maintenance: set[asyncio.Task[None]] = set()
+
+    @callback
+    def _async_maintain(coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = entry.async_create_background_task(hass, coro, name)
+        maintenance.add(task)
+        task.add_done_callback(maintenance.discard)
 
     @callback
     def _async_sweep(_now: datetime) -> None:
-        # A background task of the entry: cancelled when the entry unloads.
-        entry.async_create_background_task(
-            hass, history.async_sweep(), "ha_personal_assistant summaries"
-        )
+        _async_maintain(history.async_sweep(), "ha_personal_assistant summaries")
 
     entry.async_on_unload(
         async_track_time_interval(
@@ -202,9 +210,7 @@ async def async_build(
 
     @callback
     def _async_retention(_now: datetime) -> None:
-        entry.async_create_background_task(
-            hass, _async_prune_storage(), "ha_personal_assistant retention"
-        )
+        _async_maintain(_async_prune_storage(), "ha_personal_assistant retention")
 
     entry.async_on_unload(
         async_track_time_interval(
@@ -231,7 +237,11 @@ async def async_build(
         assistant.documents = documents
         _async_start_documents(hass, entry, documents)
     return PersonalAssistantData(
-        assistant=assistant, gateway=gateway, storage=storage, documents=documents
+        assistant=assistant,
+        gateway=gateway,
+        storage=storage,
+        documents=documents,
+        maintenance=maintenance,
     )
 
 
