@@ -76,29 +76,23 @@ async def async_setup_entry(
             translation_key="storage_busy",
             translation_placeholders={"error": str(err)},
         ) from err
-    if (aside := storage.checkpoints.recreated_from) is not None:
-        # Ongoing conversations start afresh; pending confirmations are kept
-        # in the assistant database and are not affected.
-        ir.async_create_issue(
-            hass,
-            DOMAIN,
-            "checkpoints_recreated",
-            is_fixable=False,
-            severity=ir.IssueSeverity.WARNING,
-            translation_key="checkpoints_recreated",
-            translation_placeholders={"path": str(aside)},
-        )
-    if (aside := storage.database.recreated_from) is not None:
-        # The user must know their history and profiles were reset.
-        ir.async_create_issue(
-            hass,
-            DOMAIN,
-            "database_recreated",
-            is_fixable=False,
-            severity=ir.IssueSeverity.WARNING,
-            translation_key="database_recreated",
-            translation_placeholders={"path": str(aside)},
-        )
+    # A damaged file was moved aside and started afresh: the user must know.
+    # Checkpoints: ongoing conversations start anew (pending confirmations live
+    # in the assistant database). Database: history and profiles were reset.
+    for key, aside in (
+        ("checkpoints_recreated", storage.checkpoints.recreated_from),
+        ("database_recreated", storage.database.recreated_from),
+    ):
+        if aside is not None:
+            ir.async_create_issue(
+                hass,
+                DOMAIN,
+                key,
+                is_fixable=False,
+                severity=ir.IssueSeverity.WARNING,
+                translation_key=key,
+                translation_placeholders={"path": str(aside)},
+            )
     try:
         data = await runtime.async_build(hass, entry, storage)
     except BaseException:

@@ -281,7 +281,10 @@ def _strings(values: Iterable[object]) -> list[str]:
     return [value for value in values if isinstance(value, str) and value]
 
 
-type _Signature = tuple[str, object, object, object]
+# What an entity's keywords depend on: its name and registry entries.
+type _Signature = tuple[
+    str, er.RegistryEntry | None, ar.AreaEntry | None, fr.FloorEntry | None
+]
 
 
 def _entity_keywords(
@@ -289,22 +292,11 @@ def _entity_keywords(
 ) -> tuple[_Signature, dict[str, int], str | None]:
     """Return what the entity's words depend on, the words with weights, its area."""
     keywords: dict[str, int] = {}
-    entry = er.async_get(hass).async_get(state.entity_id)
+    signature = _signature(hass, state)
+    _, entry, area, floor = signature
     names = [state.name, state.object_id.replace("_", " ")]
-    area_id = None
     if entry is not None:
         names.extend(_strings(entry.aliases))
-        area_id = entry.area_id
-        if area_id is None and entry.device_id is not None:
-            device = dr.async_get(hass).async_get(entry.device_id)
-            area_id = device.area_id if device is not None else None
-    area = ar.async_get(hass).async_get_area(area_id) if area_id else None
-    floor = (
-        fr.async_get(hass).async_get_floor(area.floor_id)
-        if area is not None and area.floor_id
-        else None
-    )
-    signature: _Signature = (state.name, entry, area, floor)
     _name_keywords(names, NAME_SCORE, keywords)
     if area is not None:
         _name_keywords([area.name, *_strings(area.aliases)], AREA_SCORE, keywords)
