@@ -18,6 +18,7 @@ import pytest
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
+from homeassistant.config_entries import ConfigEntryState
 from homeassistant.exceptions import ServiceValidationError
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
@@ -43,6 +44,7 @@ from custom_components.ha_personal_assistant.const import (
     MAX_DOCUMENT_CHARS,
 )
 from custom_components.ha_personal_assistant.documents import DocumentIndex
+from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
 from .common import MODEL, async_setup_house, last_user_content, tool_results
 from .telegram_harness import ALICE_ID
@@ -581,6 +583,32 @@ async def test_unloading_while_indexing_stops_cleanly(
     await index_of(entry).async_wait_idle()
     chunks = rows(entry, "SELECT COUNT(*) FROM rag_chunks")[0][0]
     assert len(index_of(entry).vectors) == chunks
+
+
+async def test_unloading_after_embedding_failed_on_a_full_disk_closes_the_storage(
+    hass: HomeAssistant, house: None, fake_ollama: FakeOllama
+) -> None:
+    """Embedding that died on a full disk does not make the unload fail."""
+    entry = await async_setup_documents(hass, fake_ollama)
+    index = index_of(entry)
+    stored = len(index.vectors)
+
+    def fill(conn: sqlite3.Connection) -> None:
+        # The disk is "full" at the file's current size: no page can be added.
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    # The embedder starts with the new chunks; its vectors no longer fit.
+    await add_document(hass, "Boiler", BOILER * 20)
+    await entry.runtime_data.storage.database.async_run(fill)
+    await hass.async_block_till_done(wait_background_tasks=True)
+    assert len(index.vectors) == stored
+    assert rows(entry, "SELECT COUNT(*) FROM rag_vectors")[0][0] == stored
+
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    assert entry.state is ConfigEntryState.NOT_LOADED
+    # The storage was released: the next start opens it afresh.
+    assert hass.data[DATA_STORAGE].storage is None
 
 
 async def test_ha_knowledge_is_refreshed_daily(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import hashlib
 import re
@@ -363,9 +362,13 @@ class DocumentIndex:
         tasks = [t for t in (self._starter, self._worker, *self._tasks) if t]
         for task in tasks:
             task.cancel()
+        if tasks:
+            # A task that had already failed (a full disk) must not fail the
+            # unload: the storage still has to be released after this.
+            await asyncio.wait(tasks)
         for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            if not task.cancelled() and (err := task.exception()) is not None:
+                LOGGER.debug("Document indexing had stopped: %s", err)
         self._started.set()
         self._loaded.set()
 
