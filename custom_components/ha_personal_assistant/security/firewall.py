@@ -243,7 +243,7 @@ PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 _READER_AI: Final = (
     r"(?:ai|a\.i\.|assistants?|chat\s?bots?|language\s+models?|llms?|agents?|bots?|"
     r"models?|gpt|summari[sz]ers?|smart\s+speakers?|voice\s+assistants?|readers?|"
-    r"systems?)"
+    r"systems?|helpers?)"
 )
 _VOCATIVE_AI: Final = (
     r"(?:ai|a\.i\.|assistant|chat\s?bot|llm|agent|bot|model|helper|"
@@ -282,6 +282,9 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"|\b(?:unlocks?|opens?)\s+(?:every|all)\s+(?:doors?|locks?)\b"
             r"|\b(?:unlocks|unbolts|opens|disarms|disables|deactivates|raises|lifts)\s+"
             r"(?:the\s+|your\s+|our\s+)?(?:\w+\s+){0,2}" + _GUARDED + r"\b"
+            r"|\b(?:unlocking|unbolting|opening|disarming|disabling|deactivating)\s+"
+            r"(?:the\s+|your\s+|our\s+)?(?:\w+\s+){0,2}" + _GUARDED + r"\b"
+            r"|\blets\s+(?:\w+\s+){1,3}in\b"
             r"|\"(?:action|command|task|operation|service|do)\"\s*:\s*\"(?:unlock|open|"
             r"disarm|disable|lock\.unlock|cover\.open\w*|alarm_control_panel\.alarm_disarm)"
             r"|\blet\s+(?:the\s+)?(?:\w+\s+){0,2}" + _GUARDED + r"\s+(?:unlock|open)"
@@ -516,10 +519,12 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         re.compile(
             r"\b(?:best|good|great|smart\w*|helpful|top|ideal|perfect|responsible|"
             r"reliable|proper|real|competent|thoughtful|clever|trustworthy|capable|"
-            r"well-\w+)\s+(?:\w+\s+){0,2}" + _READER_AI + r"\s+(?:\w+\s+){0,2}?"
+            r"trusted|top-\w+|leading|intelligent|proactive|savvy|well-\w+)\s+(?:\w+\s+){0,2}"
+            + _READER_AI
+            + r"\s+(?:\w+\s+){0,2}?"
             r"(?:always|never|would|will|should|must|knows?|make\s+sure|"
             r"automatically|proactively|simply|just|don't|do\s+not|understand|"
-            r"are\s+the\s+ones|opens?|unlocks?|disarms?|disables?|lets|shares?|"
+            r"are\s+the\s+ones|opens?|unlocks?|disarms?|disables?|lets?|shares?|"
             r"sends?|remembers?)\b"
             r"|\b(?:any|an?|every)\s+(?:\w+\s+){0,2}(?:ai|assistant|agent|bot|llm|"
             r"chat\s?bot)\s+(?:worth|that\s+(?:truly\s+)?cares|who\s+(?:truly\s+)?cares)\b"
@@ -540,6 +545,9 @@ WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
             r"(?:of\s+(?:the|this|my)\s+)?(?:instruction|message|request|task|command|"
             r"note)s?\b|\b(?:instruction|message|request|task|command)\s+"
             r"(?:continues|continued|part\s*\d)"
+            r"|\b(?:word|half|part|piece|fragment|segment)\s+(?:one|two|three|four)\s*"
+            r"(?:is\b|:)|\bboth\s+(?:halves|parts|pieces|fragments)\b"
+            r"|\bdo\s+what\s+(?:the|these|those|they|it)\b[^.!?\n]{0,30}\bsays?\b"
         ),
     ),
     (
@@ -586,6 +594,11 @@ _AI_NAMED: Final = re.compile(r"\b" + _READER_AI + r"\b")
 _OUGHT: Final = re.compile(
     r"\b(?:should|must|always|ought\s+to|needs?\s+to|(?:is|are)\s+(?:expected|"
     r"supposed|meant)\s+to)\b"
+)
+# "What should the AI do next?"
+_ASKS_AI_DUTY: Final = re.compile(
+    r"\b(?:should|must|would|does|do|will)\s+(?:the|an?|any|every|your|my)\s+"
+    r"(?:\w+\s+){0,2}" + _READER_AI + r"\s+do\b"
 )
 _ASIDE_CHARS: Final = 300
 # "P.S. We will unlock the garden gate at nine": the writer's own plan.
@@ -734,6 +747,7 @@ def _goal_in_aside(reading: str) -> bool:
         question = reading[max(match.start() - _ASIDE_CHARS, 0) : match.start()]
         if (
             _AI_OUGHT.search(aside)
+            or _ASKS_AI_DUTY.search(question)
             or (_AI_NAMED.search(question) and _OUGHT.search(aside))
         ) and any(goal.search(aside) for goal in goals):
             return True
