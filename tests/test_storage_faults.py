@@ -256,21 +256,24 @@ async def test_a_full_disk_refuses_risky_actions_and_keeps_answering(
 
     fake_ollama.tool_call("call_service", UNLOCK).reply("I need your confirmation.")
     before = len(telegram.sent_messages())
-    await telegram.send_text("Unlock the front door")
-    sent = await telegram.wait_for_sent(before + 2)
-    assert "could not store the confirmation request" in sent[-1]["text"]
-    assert "nothing was done" in sent[-1]["text"]
-    assert "Unlock Front Door" in sent[-1]["text"]
+    # A small row may still fit in a page with room left; another program
+    # holding the file makes sure this one cannot be stored either.
+    async with FileLock(_path(hass, "database"), seconds=10):
+        await telegram.send_text("Unlock the front door")
+        sent = await telegram.wait_for_sent(before + 2)
+        assert "could not store the confirmation request" in sent[-1]["text"]
+        assert "nothing was done" in sent[-1]["text"]
+        assert "Unlock Front Door" in sent[-1]["text"]
+        # Commands that need the database say so instead of failing silently.
+        before = len(telegram.sent_messages())
+        await telegram.send_command("/new")
+        sent = await telegram.wait_for_sent(before + 1)
+        assert "storage is unavailable" in sent[-1]["text"]
     # No Confirm button that could never work, and the door stays locked.
     assert not any(m.get("reply_markup") for m in telegram.bot_messages())
     await hass.async_block_till_done()
     assert hass.states.get("lock.front_door").state == "locked"
     assert unlocks == []
-    # Commands that need the database say so instead of failing silently.
-    before = len(telegram.sent_messages())
-    await telegram.send_command("/new")
-    sent = await telegram.wait_for_sent(before + 1)
-    assert "storage is unavailable" in sent[-1]["text"]
 
     # Space is freed; after the back-off everything works again.
     await asyncio.sleep(2.1)

@@ -240,14 +240,21 @@ class FaultGate:
             if self.on_change is not None:
                 self.on_change(False, reason)  # noqa: FBT003
 
-    def succeeded(self) -> None:
-        """Record a call that worked; report a recovery once."""
-        if self.failing:
-            self.failing = False
-            self.skip_until = 0.0
-            LOGGER.info("The %s works again", self.name)
-            if self.on_change is not None:
-                self.on_change(True, "")  # noqa: FBT003
+    def succeeded(self, *, wrote: bool = True) -> None:
+        """Record a call that worked; report a recovery once a write worked.
+
+        A file that can be read but not written (a full disk) answers reads:
+        they end the skip but leave the outage (and its repair issue) standing.
+        """
+        if not self.failing:
+            return
+        self.skip_until = 0.0
+        if not wrote:
+            return
+        self.failing = False
+        LOGGER.info("The %s works again", self.name)
+        if self.on_change is not None:
+            self.on_change(True, "")  # noqa: FBT003
 
 
 # WAL lets readers and the writer work at once. Without a size limit the WAL
@@ -377,7 +384,7 @@ class Database:
             # The worker gives up by itself at the deadline (busy timeout);
             # the loop waits a little longer so that answer is the one seen.
             async with asyncio.timeout(limit + 1):
-                result = await self._executor.run(self._run, func, deadline)
+                result, wrote = await self._executor.run(self._run, func, deadline)
         except TimeoutError as err:
             self._interrupt()
             self.gate.failed(f"no answer within {limit:g} s")
@@ -387,7 +394,7 @@ class Database:
                 raise
             self.gate.failed(str(err))
             raise StorageUnavailableError(str(err)) from err
-        self.gate.succeeded()
+        self.gate.succeeded(wrote=wrote)
         return result
 
     def _interrupt(self) -> None:
@@ -395,7 +402,10 @@ class Database:
         if (conn := self._conn) is not None:
             conn.interrupt()
 
-    def _run[T](self, func: Callable[[sqlite3.Connection], T], deadline: float) -> T:
+    def _run[T](
+        self, func: Callable[[sqlite3.Connection], T], deadline: float
+    ) -> tuple[T, bool]:
+        """Run ``func`` in a transaction; return its result and whether it wrote."""
         # A job that waited in the pool past its deadline must not run: the
         # caller was already told it failed.
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
@@ -410,8 +420,10 @@ class Database:
                 msg = "database is busy: the call waited too long"
                 raise sqlite3.OperationalError(msg)
             self._conn.execute(f"PRAGMA busy_timeout={remaining_ms}")
+            changes = self._conn.total_changes
             with self._conn:
-                return func(self._conn)
+                result = func(self._conn)
+            return result, self._conn.total_changes != changes
         finally:
             self._lock.release()
 
