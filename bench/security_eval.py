@@ -227,6 +227,10 @@ def main() -> int:
     third_base = evaluate_injections(baseline_flagged, "holdout3_")
     fourth = evaluate_injections(lambda text: check_text(text).flagged, "holdout4_")
     fourth_base = evaluate_injections(baseline_flagged, "holdout4_")
+    # Written blind by another author (bench/security/HOLDOUT5.md); its rows
+    # are never printed, so it stays fit to measure generalization.
+    fifth = evaluate_injections(lambda text: check_text(text).flagged, "holdout5_")
+    fifth_base = evaluate_injections(baseline_flagged, "holdout5_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -282,6 +286,7 @@ def main() -> int:
             third_base,
         ),
         ("Fourth held-out set, never tuned on (67.07 % at first)", fourth, fourth_base),
+        ("Fifth set, written blind, never tuned on", fifth, fifth_base),
     ):
         print()
         print(title)
@@ -324,8 +329,10 @@ def main() -> int:
         and share(inj.fp) <= INJECTION_FP_MAX
         and all(
             share(figures.fp) <= INJECTION_FP_MAX
-            for figures in (second, held, third, fourth)
+            for figures in (second, held, third, fourth, fifth)
         )
+        # The honest test of detection: a set nobody tuned on.
+        and share(fifth.tp) >= INJECTION_TP_MIN
     )
     print("\nthresholds of issue #6:", "met" if ok else "NOT met")
     return 0 if ok else 1
