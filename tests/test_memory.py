@@ -803,8 +803,8 @@ def test_a_told_fact_gets_a_category_from_its_words(fact: str, category: str) ->
     ],
 )
 def test_the_firewall_flags_instructions(text: str) -> None:
-    """Injection attempts are flagged, look-alikes and hidden characters included."""
-    result = check_text(text)
+    """A fact holding an instruction is flagged, look-alikes and hidden ones too."""
+    result = check_text(text, strict=True)
     assert result.flagged
     assert result.reasons
 
@@ -821,7 +821,7 @@ def test_the_firewall_flags_instructions(text: str) -> None:
 )
 def test_the_firewall_lets_ordinary_facts_through(text: str) -> None:
     """Facts about a person, even about doors, are not instructions."""
-    result = check_text(text)
+    result = check_text(text, strict=True)
     assert not result.flagged
     assert result.clean_text == text.replace("\u200d", "")
 

@@ -106,7 +106,9 @@ def sensitivity_of(fact: str) -> Sensitivity:
 
 def vet_fact(fact: str) -> str:
     """Return the fact cleaned for storage, or raise MemoryRefusedError."""
-    result = check_text(fact)
+    # A fact about the user holds no instruction at all: the patterns alone
+    # are enough to refuse it.
+    result = check_text(fact, strict=True)
     content = " ".join(result.clean_text.split())
     if not content:
         msg = "the fact is empty; say what to remember in one short sentence"

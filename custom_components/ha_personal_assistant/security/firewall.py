@@ -10,6 +10,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .injection_model import MODEL
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -818,27 +820,39 @@ def neutralize(text: str) -> str:
     )
 
 
-def check_text(text: str) -> FirewallResult:
-    """Normalize ``text`` and flag instructions aimed at the assistant.
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """What the patterns read in a text, before the decision."""
 
-    A strong pattern (chat-template tokens, "ignore previous instructions", a
-    tool name, ...) flags on its own. Weak cues score a point each, read on the
-    text and on versions of it with disguises undone; two points flag.
+    clean: str
+    folded: str
+    readings: tuple[str, ...]
+    strong: tuple[str, ...]
+    cues: tuple[str, ...]
+    removed: int
+    has_tags: bool
+
+
+def analyze(text: str) -> Analysis:
+    """Normalize ``text`` and read it with every pattern and cue.
+
+    The text is read as it is and in versions with disguises undone (look-alike
+    letters, spelled-out words, base64, ROT13, the values of structured data).
     """
     clean, removed, has_tags = normalize(text)
-    reasons: list[str] = []
+    strong: list[str] = []
     if has_tags:
-        reasons.append("contains hidden tag characters")
+        strong.append("contains hidden tag characters")
     folded = re.sub(r"[ \t\r\f\v]+", " ", clean.casefold())
     views, disguises = _views(clean, folded)
     readings = (folded, *views)
-    reasons.extend(
+    strong.extend(
         reason
         for reason, pattern in PATTERNS
         if any(pattern.search(reading) for reading in readings)
     )
     if EMBEDDED_COMMAND.search(clean):
-        reasons.append("embeds a command to a lock or alarm")
+        strong.append("embeds a command to a lock or alarm")
     cues = [
         reason
         for reason, pattern in WEAK_SIGNALS
@@ -861,15 +875,88 @@ def check_text(text: str) -> FirewallResult:
     ):
         cues.append("tucks a goal into an aside")
     cues.extend(disguises)
-    if reasons or len(cues) >= FLAG_SCORE:
-        reasons.extend(cues)
+    return Analysis(
+        clean=clean,
+        folded=folded,
+        readings=readings,
+        strong=tuple(strong),
+        cues=tuple(cues),
+        removed=removed,
+        has_tags=has_tags,
+    )
+
+
+# Signs no honest web page, document or title carries: they flag whatever the
+# model says.
+ALWAYS_FLAG: Final = frozenset(
+    {"contains hidden tag characters", "contains chat-template tokens"}
+)
+
+
+# Strong patterns that hardly ever match ordinary text: on the 3,650 benign
+# texts of bench/security/train/ (written without sight of these patterns)
+# each matched at most 0.25 %. A text one of them matches is flagged at the
+# model's lower STRONG_THRESHOLD. "Ignore previous instructions" is not among
+# them: articles about prompt injection quote it (0.7 % of those texts).
+PRECISE: Final = frozenset(
+    {
+        "starts a chat role",
+        "asks to skip confirmation",
+        "names a tool",
+        "speaks to the assistant",
+        "pushes a link",
+        "asks to change what is remembered",
+        "asks to look up personal data",
+    }
+)
+
+
+def rules_flag(found: Analysis) -> bool:
+    """Decide by the patterns alone: a strong one, or FLAG_SCORE weak cues.
+
+    The firewall's decision before the learned model; kept as the baseline
+    the evaluation compares against.
+    """
+    return bool(found.strong) or len(found.cues) >= FLAG_SCORE
+
+
+def check_text(text: str, *, strict: bool = False) -> FirewallResult:
+    """Normalize ``text`` and flag instructions aimed at the assistant.
+
+    The patterns name what they see: strong ones (chat-template tokens,
+    "ignore previous instructions", a tool name, ...) and weak cues (a house
+    goal, a sign the text speaks to an AI, urgency, disguise). A logistic model
+    (injection_model.py) weighs those together with the words of the text and
+    decides, with a lower bar when a precise strong pattern matched; hidden
+    tag characters and chat-template tokens always flag. ``strict`` also
+    flags what the patterns alone flag (a strong pattern, or two weak cues):
+    for text that should hold no instruction at all, such as a fact to
+    remember.
+    """
+    found = analyze(text)
+    signals = (*found.strong, *found.cues)
+    reasons: list[str] = []
+    if (
+        (strict and rules_flag(found))
+        or not ALWAYS_FLAG.isdisjoint(found.strong)
+        or (
+            (score := MODEL.score(found.readings, signals, found.folded))
+            >= MODEL.threshold
+            or (
+                not PRECISE.isdisjoint(found.strong) and score >= MODEL.strong_threshold
+            )
+        )
+    ):
+        reasons.extend(signals or ("reads like an instruction to the assistant",))
     flagged = bool(reasons)
-    if removed and not has_tags:
+    if found.removed and not found.has_tags:
         # Zero-width joiners occur in emoji and bidi marks in right-to-left
         # text: removed, but not a reason to refuse.
-        reasons.append(f"removed {removed} invisible characters")
+        reasons.append(f"removed {found.removed} invisible characters")
     return FirewallResult(
-        clean_text=neutralize(clean).strip(), flagged=flagged, reasons=tuple(reasons)
+        clean_text=neutralize(found.clean).strip(),
+        flagged=flagged,
+        reasons=tuple(reasons),
     )
 
 
