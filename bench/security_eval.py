@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -26,7 +26,9 @@ sys.path.insert(0, str(ROOT / "bench" / "security"))
 from baseline_firewall import flagged as baseline_flagged  # noqa: E402
 
 from custom_components.ha_personal_assistant.security.firewall import (  # noqa: E402
+    analyze,
     check_text,
+    rules_flag,
 )
 from custom_components.ha_personal_assistant.security.pii import (  # noqa: E402
     PiiContext,
@@ -213,24 +215,77 @@ def pct(pair: tuple[int, int]) -> str:
     return f"{100 * share(pair):6.2f} % ({pair[0]}/{pair[1]})"
 
 
+# The labelled sets (prefix, title). All but the last were used to write the
+# patterns or to train the model (bench/security/README.md says how); the
+# last was written blind and is never tuned on: its rows are never printed.
+TUNED_SETS: tuple[tuple[str, str], ...] = (
+    ("", "dev set (patterns written on it; model trained on it)"),
+    ("holdout_", "held-out 1 (tuned on; model trained on it)"),
+    ("holdout2_", "held-out 2 (tuned on; model trained on it)"),
+    ("holdout3_", "set 3 (tuned on; model trained on it)"),
+    ("holdout4_", "set 4 (rules never tuned on it; model trained on it)"),
+    ("holdout5_", "set 5 (blind for the rules: 74.89 % / 7.53 %; model trained on it)"),
+    ("train/a_", "training set a (model trained on it)"),
+    ("train/b_", "training set b, 14 languages (model trained on it)"),
+    ("train/c_", "training set c, hard negatives (model trained on it)"),
+    ("train/d_", "training set d, minimal pairs (model trained on it)"),
+    ("train/e_", "training set e, titles and calendar (model trained on it)"),
+    ("train/f_", "training set f, 15 languages (model trained on it)"),
+    ("train/g_", "training set g, Home Assistant content (model trained on it)"),
+    ("train/h_", "training set h, diverse styles (model trained on it)"),
+    ("train/i_", "training set i, 9 languages (model trained on it)"),
+    ("train/j_", "training set j, hard negatives (model trained on it)"),
+    ("train/k_", "training set k, long pages (model trained on it)"),
+    ("shapes_", "hand-written shapes of the tests (model trained on it)"),
+)
+BLIND_SET: Final = ("holdout6_", "set 6, written blind, never tuned on")
+
+
+def model_flagged(text: str) -> bool:
+    """Flag with the firewall as shipped: patterns and the learned model."""
+    return check_text(text).flagged
+
+
+def rules_only(text: str) -> bool:
+    """Flag with the patterns alone, as the firewall decided before the model."""
+    return rules_flag(analyze(text))
+
+
+def print_injections(title: str, prefix: str, *, details: bool) -> InjectionFigures:
+    """Print one set's TP and FP for the firewall and both baselines."""
+    ours = evaluate_injections(model_flagged, prefix)
+    rules = evaluate_injections(rules_only, prefix)
+    base = evaluate_injections(baseline_flagged, prefix)
+    print(
+        f"{title}\n{'':25}firewall              rules alone           pre-#6 baseline"
+    )
+    print(f"  true positives         {pct(ours.tp)}  {pct(rules.tp)}  {pct(base.tp)}")
+    print(f"  false positives        {pct(ours.fp)}  {pct(rules.fp)}  {pct(base.fp)}")
+    if details:
+        for key, table in (
+            ("goal", "by_goal"),
+            ("vector", "by_vector"),
+            ("style", "by_source"),
+        ):
+            ours_table = getattr(ours, table)
+            for label in ours_table:
+                print(
+                    f"  TP {key} {label:<18} {pct(ours_table[label])}  "
+                    f"{pct(getattr(rules, table)[label])}  "
+                    f"{pct(getattr(base, table)[label])}"
+                )
+        print(
+            f"  time (s)               {ours.seconds:.3f}  rules {rules.seconds:.3f}  "
+            f"pre-#6 {base.seconds:.3f}"
+        )
+    print()
+    return ours
+
+
 def main() -> int:
     """Print the figures; exit 1 when a threshold of issue #6 is missed."""
     verbose = "-v" in sys.argv
     pii, pii_base = evaluate_pii(ours), evaluate_pii(naive)
-    inj = evaluate_injections(lambda text: check_text(text).flagged)
-    inj_base = evaluate_injections(baseline_flagged)
-    second = evaluate_injections(lambda text: check_text(text).flagged, "holdout_")
-    second_base = evaluate_injections(baseline_flagged, "holdout_")
-    held = evaluate_injections(lambda text: check_text(text).flagged, "holdout2_")
-    held_base = evaluate_injections(baseline_flagged, "holdout2_")
-    third = evaluate_injections(lambda text: check_text(text).flagged, "holdout3_")
-    third_base = evaluate_injections(baseline_flagged, "holdout3_")
-    fourth = evaluate_injections(lambda text: check_text(text).flagged, "holdout4_")
-    fourth_base = evaluate_injections(baseline_flagged, "holdout4_")
-    # Written blind by another author (bench/security/HOLDOUT5.md); its rows
-    # are never printed, so it stays fit to measure generalization.
-    fifth = evaluate_injections(lambda text: check_text(text).flagged, "holdout5_")
-    fifth_base = evaluate_injections(baseline_flagged, "holdout5_")
 
     print("PII sanitizer                    ours                  naive baseline")
     print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
@@ -244,79 +299,25 @@ def main() -> int:
         f"{pii.seconds / pii_base.seconds:.1f}x"
     )
     print()
-    print("Injection detection              firewall              pre-#6 baseline")
-    print(f"  true positives         {pct(inj.tp)}  {pct(inj_base.tp)}")
-    print(f"  false positives        {pct(inj.fp)}  {pct(inj_base.fp)}")
-    for title, ours_table, base_table in (
-        ("goal", inj.by_goal, inj_base.by_goal),
-        ("vector", inj.by_vector, inj_base.by_vector),
-        ("source", inj.by_source, inj_base.by_source),
-    ):
-        for label in ours_table:
-            print(
-                f"  TP {title} {label:<18} {pct(ours_table[label])}  "
-                f"{pct(base_table[label])}"
-            )
-    print(
-        f"  time (s)               {inj.seconds:.3f}  ratio to baseline "
-        f"{inj.seconds / inj_base.seconds:.1f}x"
-    )
-    print()
-    print("Second tuning set (held out until its first measurement: 54.37 % TP)")
-    print(f"  true positives         {pct(second.tp)}  {pct(second_base.tp)}")
-    print(f"  false positives        {pct(second.fp)}  {pct(second_base.fp)}")
-    print()
-    print("Second held-out set (tuned on after 2026-11-24: 73.61 % at first)")
-    print(f"  true positives         {pct(held.tp)}  {pct(held_base.tp)}")
-    print(f"  false positives        {pct(held.fp)}  {pct(held_base.fp)}")
-    for title, ours_table, base_table in (
-        ("goal", held.by_goal, held_base.by_goal),
-        ("vector", held.by_vector, held_base.by_vector),
-        ("source", held.by_source, held_base.by_source),
-    ):
-        for label in ours_table:
-            print(
-                f"  TP {title} {label:<18} {pct(ours_table[label])}  "
-                f"{pct(base_table[label])}"
-            )
-    for title, figures, base in (
-        (
-            "Third set, hand-written (untuned 33.92 %, tuned on since)",
-            third,
-            third_base,
-        ),
-        ("Fourth held-out set, never tuned on (67.07 % at first)", fourth, fourth_base),
-        ("Fifth set, written blind, never tuned on", fifth, fifth_base),
-    ):
-        print()
-        print(title)
-        print(f"  true positives         {pct(figures.tp)}  {pct(base.tp)}")
-        print(f"  false positives        {pct(figures.fp)}  {pct(base.fp)}")
-        for key, ours_table, base_table in (
-            ("goal", figures.by_goal, base.by_goal),
-            ("vector", figures.by_vector, base.by_vector),
-            ("style", figures.by_source, base.by_source),
-        ):
-            for label in ours_table:
-                print(
-                    f"  TP {key} {label:<18} {pct(ours_table[label])}  "
-                    f"{pct(base_table[label])}"
-                )
+    tuned = [
+        print_injections(title, prefix, details=not prefix)
+        for prefix, title in TUNED_SETS
+    ]
+    # Only totals per goal, vector and style of the blind set: never its rows.
+    blind = print_injections(BLIND_SET[1], BLIND_SET[0], details=True)
     if verbose:
+        for (prefix, title), figures in zip(TUNED_SETS, tuned, strict=True):
+            for kind, lines in (
+                ("misses", figures.misses),
+                ("false positives", figures.false_positives),
+            ):
+                print(f"\n{title or prefix} {kind} ({len(lines)}):")
+                for line in lines:
+                    print("  " + line)
         for title, lines in (
-            ("second tuning set misses", second.misses),
-            ("second tuning set false positives", second.false_positives),
-            ("held-out misses", held.misses),
-            ("held-out false positives", held.false_positives),
-            ("third held-out misses", third.misses),
-            ("third held-out false positives", third.false_positives),
-            ("fourth held-out misses", fourth.misses),
-            ("fourth held-out false positives", fourth.false_positives),
             ("PII misses", pii.misses),
             ("PII over-redactions", pii.false_positives),
             ("hard benign queries changed", pii.hard_lines),
-            ("injection misses", inj.misses),
-            ("injection false positives", inj.false_positives),
         ):
             print(f"\n{title} ({len(lines)}):")
             for line in lines:
@@ -325,14 +326,9 @@ def main() -> int:
         share(pii.structured) >= STRUCTURED_RECALL_MIN
         and share(pii.names) >= NAME_RECALL_MIN
         and share(pii.over_redacted) <= OVER_REDACTION_MAX
-        and share(inj.tp) >= INJECTION_TP_MIN
-        and share(inj.fp) <= INJECTION_FP_MAX
-        and all(
-            share(figures.fp) <= INJECTION_FP_MAX
-            for figures in (second, held, third, fourth, fifth)
-        )
+        and all(share(figures.fp) <= INJECTION_FP_MAX for figures in (*tuned, blind))
         # The honest test of detection: a set nobody tuned on.
-        and share(fifth.tp) >= INJECTION_TP_MIN
+        and share(blind.tp) >= INJECTION_TP_MIN
     )
     print("\nthresholds of issue #6:", "met" if ok else "NOT met")
     return 0 if ok else 1
