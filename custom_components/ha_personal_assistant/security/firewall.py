@@ -265,9 +265,11 @@ _ROLE_PLAY: Final = "frames a role-play"
 _NAMED_PERSONA: Final = re.compile(r"\b[Yy]ou\s+are\s+(?:now\s+)?[A-Z][\w-]+")
 
 # Weak cues: each alone is common in ordinary text (a manual says "open the
-# garage door", a shop says "act now", a how-to mentions the assistant). Text
-# is withheld when cues add up to FLAG_SCORE: a house goal *and* a sign that
-# it is aimed at the reader, or a pressure, stealth or disguise cue.
+# garage door", a shop says "act now", a how-to mentions the assistant). The
+# learned model weighs them (injection_model.py); the patterns alone withhold
+# text when cues add up to FLAG_SCORE (rules_flag: facts to remember, and the
+# baseline of the evaluation): a house goal *and* a sign that it is aimed at
+# the reader, or a pressure, stealth or disguise cue.
 WEAK_SIGNALS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     (
         "asks for a house action",
@@ -894,10 +896,11 @@ ALWAYS_FLAG: Final = frozenset(
 
 
 # Strong patterns that hardly ever match ordinary text: on the 3,650 benign
-# texts of bench/security/train/ (written without sight of these patterns)
-# each matched at most 0.25 %. A text one of them matches is flagged at the
-# model's lower STRONG_THRESHOLD. "Ignore previous instructions" is not among
-# them: articles about prompt injection quote it (0.7 % of those texts).
+# texts of training sets a-g in bench/security/train/ (written without sight
+# of these patterns) each matched at most 0.25 % of them. A text one of them
+# matches is flagged at the model's lower STRONG_THRESHOLD. "Ignore previous
+# instructions" is not among them: 0.7 % of those texts (articles about
+# prompt injection) quote it.
 PRECISE: Final = frozenset(
     {
         "starts a chat role",
@@ -914,8 +917,8 @@ PRECISE: Final = frozenset(
 def rules_flag(found: Analysis) -> bool:
     """Decide by the patterns alone: a strong one, or FLAG_SCORE weak cues.
 
-    The firewall's decision before the learned model; kept as the baseline
-    the evaluation compares against.
+    The firewall's decision before the learned model: the strict check of
+    check_text, and the baseline the evaluation compares against.
     """
     return bool(found.strong) or len(found.cues) >= FLAG_SCORE
 

@@ -107,8 +107,8 @@ class InjectionModel:
     weights: array[float]
     bias: float
     threshold: float
-    # The lower threshold for a text one of the firewall's strong patterns
-    # ("ignore previous instructions", a tool name) matched.
+    # The lower threshold for a text one of the firewall's precise strong
+    # patterns (a tool name, a chat role, skipping confirmation) matched.
     strong_threshold: float
 
     def probability(self, ids: Collection[int]) -> float:
