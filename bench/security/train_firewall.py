@@ -179,7 +179,11 @@ def fit(rows: list[tuple[np.ndarray, int, float]]) -> tuple[np.ndarray, float]:
 
 
 def training_rows(train: list[Example]) -> list[tuple[np.ndarray, int, float]]:
-    """Weight each (set, label) group equally; benign windows are negatives too."""
+    """Weight each text by 1 / sqrt(size of its (set, label) group).
+
+    Benign windows are negatives too, at half weight; buried injections are
+    added by buried().
+    """
     groups: dict[tuple[str, int], int] = {}
     for example in train:
         key = (example.set_name, example.label)
@@ -271,24 +275,30 @@ def flags(
     return always | (scores >= cut) | (strong & (scores >= strong_cut))
 
 
+def rates(
+    rows: list[Example], scores: np.ndarray, cut: float, strong_cut: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return which injections and which benign texts of a set are flagged."""
+    flagged = flags(rows, scores, cut, strong_cut)
+    labels = np.array([e.label for e in rows])
+    return flagged[labels == 1], flagged[labels == 0]
+
+
 def choose_threshold(
     data: list[Example], out: dict[str, np.ndarray]
 ) -> tuple[float, float]:
     """Return the two thresholds that catch most on the blind-style sets.
 
     A text is flagged at ``cut``, or at the lower ``strong_cut`` when one of
-    the firewall's strong patterns ("ignore previous instructions", a tool
-    name) matched. The pair kept is the one with the highest mean TP whose
-    mean FP stays within TARGET_FP; each left-out set counts once, so the
-    sets with the most benign text do not decide alone.
+    the firewall's precise strong patterns (PRECISE: a tool name, a chat
+    role, skipping confirmation) matched. The pair kept is the one with the
+    highest mean TP whose mean FP stays within TARGET_FP; each left-out set
+    counts once, so the sets with the most benign text do not decide alone.
     """
     sets = {
         name: ([e for e in data if e.set_name == name], out[name])
         for name in out
         if blind_style(name)
-    }
-    labels = {
-        name: np.array([e.label for e in rows]) for name, (rows, _) in sets.items()
     }
     best = (-1.0, 0.5, 0.5)
     cuts = np.quantile(
@@ -297,11 +307,11 @@ def choose_threshold(
     )
     for strong_cut in (0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.01):
         for cut in cuts:
-            tps, fps = [], []
-            for name, (rows, scores) in sets.items():
-                flagged = flags(rows, scores, cut, strong_cut)
-                tps.append(flagged[labels[name] == 1].mean())
-                fps.append(flagged[labels[name] == 0].mean())
+            found = [
+                rates(rows, scores, cut, strong_cut) for rows, scores in sets.values()
+            ]
+            tps = [caught.mean() for caught, _ in found]
+            fps = [withheld.mean() for _, withheld in found]
             if np.mean(fps) <= TARGET_FP and np.mean(tps) > best[0]:
                 best = (float(np.mean(tps)), float(cut), strong_cut)
     return best[1], best[2]
@@ -320,19 +330,15 @@ def report(
     tps, fps = [], []
     for name, scores in out.items():
         rows = [e for e in data if e.set_name == name]
-        labels = np.array([e.label for e in rows])
-        flagged = flags(rows, scores, cut, strong_cut)
-        pos, neg = labels == 1, labels == 0
-        tp = f"{flagged[pos].mean():7.2%} ({flagged[pos].sum()}/{pos.sum()})"
-        fp = f"{flagged[neg].mean():7.2%} ({flagged[neg].sum()}/{neg.sum()})"
-        rules = np.array([e.rules for e in rows])
-        print(
-            f"  {name:<12} {tp:>16} {fp:>16}   "
-            f"{rules[pos].mean():7.2%} / {rules[neg].mean():6.2%}"
-        )
+        caught, withheld = rates(rows, scores, cut, strong_cut)
+        tp = f"{caught.mean():7.2%} ({caught.sum()}/{len(caught)})"
+        fp = f"{withheld.mean():7.2%} ({withheld.sum()}/{len(withheld)})"
+        rules_tp = np.mean([e.rules for e in rows if e.label == 1])
+        rules_fp = np.mean([e.rules for e in rows if e.label == 0])
+        print(f"  {name:<12} {tp:>16} {fp:>16}   {rules_tp:7.2%} / {rules_fp:6.2%}")
         if blind_style(name):
-            tps.append(flagged[pos].mean())
-            fps.append(flagged[neg].mean())
+            tps.append(caught.mean())
+            fps.append(withheld.mean())
     if tps:
         print(
             f"  blind-style sets: TP mean {np.mean(tps):.1%} (min {min(tps):.0%}), "
