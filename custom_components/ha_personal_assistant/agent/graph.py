@@ -178,7 +178,7 @@ def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
         )
         if request.untrusted:
             # The taint rule: retrieved documents entered the turn.
-            turn.tools.tainted = True
+            turn.tools.mark_tainted("documents found for your message")
         turn.context_tokens = request.tokens
         turn.raw_tokens = request.raw_tokens
         return request.messages

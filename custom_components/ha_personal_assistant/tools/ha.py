@@ -150,7 +150,7 @@ async def get_state(ctx: ToolContext, args: GetStateArgs) -> dict[str, Any]:
     if found:
         # The taint rule: a song title or a calendar invitation was written
         # by someone outside the house.
-        ctx.tainted = True
+        ctx.mark_tainted(f"text of {state.entity_id}")
         for key in found:
             checked = check_text(attributes[key])
             attributes[key] = (

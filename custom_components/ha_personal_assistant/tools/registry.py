@@ -37,8 +37,12 @@ class ToolContext:
     profile_key: str | None = None
     # The permission policy from the entry's options (None: the defaults).
     policy: Policy | None = None
-    # Set once untrusted text entered the turn (the taint rule reads it).
+    # Set while untrusted text is part of what the model reads (the taint
+    # rule reads it); set it with mark_tainted, which says where it came from.
     tainted: bool = False
+    # What the untrusted text is, in words for the user ("web search results"),
+    # oldest first, without repeats: the Confirm message says why it asks.
+    taint_sources: list[str] = field(default_factory=list)
     # Actions that wait for the user's confirmation, sent after the turn.
     proposals: list[Verdict] = field(default_factory=list)
     # The speaker's first name (the PII sanitizer keeps it out of queries).
@@ -47,6 +51,13 @@ class ToolContext:
     allowed_urls: set[str] = field(default_factory=set)
     # Facts the user must hear whatever the model writes, added to the reply.
     notices: list[str] = field(default_factory=list)
+
+
+    def mark_tainted(self, source: str) -> None:
+        """Record that untrusted text from ``source`` is now in the prompt."""
+        self.tainted = True
+        if source not in self.taint_sources:
+            self.taint_sources.append(source)
 
 
 type ToolHandler = Callable[[ToolContext, Any], Awaitable[Any]]
@@ -184,7 +195,7 @@ class ToolRegistry:
                     # The taint rule: from here on, this turn has read text
                     # nobody in the house wrote (set even if the tool failed
                     # part-way: some of it may have entered).
-                    ctx.tainted = True
+                    ctx.mark_tainted(f"{tool.name} results")
         except ToolError as err:
             outcome = ToolOutcome(f"Error: {err}", ok=False)
             status = "refused"
