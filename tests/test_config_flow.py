@@ -54,6 +54,7 @@ DEFAULT_OPTIONS = {
     "confirmation_timeout": 300,
     "session_timeout": 30,
     "num_ctx": 8192,
+    "num_predict": 512,
     "keep_alive": -1,
     "request_timeout": 120,
     "web_search": True,
@@ -628,6 +629,7 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
             "confirmation_timeout": 600.0,
             "session_timeout": 15,
             "num_ctx": 32768,
+            "num_predict": 512,
             "keep_alive": 0,
             "request_timeout": 300,
             "web_search": False,
@@ -638,6 +640,7 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "confirmation_timeout": 600,
         "session_timeout": 15,
         "num_ctx": 32768,
+        "num_predict": 512,
         "keep_alive": 0,
         "request_timeout": 300,
         "web_search": False,
@@ -1036,6 +1039,7 @@ async def test_permissions_are_saved_as_flat_options(hass: HomeAssistant) -> Non
         result["flow_id"],
         {
             "num_ctx": 16384,
+            "num_predict": 512,
             "permissions": {
                 "confirm_services": [*sorted(DEFAULT_CONFIRM_SERVICES), " light "],
                 "blocked_services": [*sorted(DEFAULT_BLOCKED_SERVICES), "input_text"],
@@ -1048,6 +1052,7 @@ async def test_permissions_are_saved_as_flat_options(hass: HomeAssistant) -> Non
     assert entry.options == {
         **DEFAULT_OPTIONS,
         "num_ctx": 16384,
+        "num_predict": 512,
         "confirm_services": sorted({*DEFAULT_CONFIRM_SERVICES, "light"}),
         "blocked_services": sorted({*DEFAULT_BLOCKED_SERVICES, "input_text"}),
         "allowed_scripts": ["script.goodnight"],

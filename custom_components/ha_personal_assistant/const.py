@@ -25,6 +25,13 @@ CONF_NUM_CTX: Final = "num_ctx"
 DEFAULT_NUM_CTX: Final = 8192
 MIN_NUM_CTX: Final = 2048
 MAX_NUM_CTX: Final = 131072
+CONF_NUM_PREDICT: Final = "num_predict"
+# A chat reply of a few paragraphs, or a tool call; a longer answer is cut.
+DEFAULT_NUM_PREDICT: Final = 512
+MIN_NUM_PREDICT: Final = 64
+MAX_NUM_PREDICT: Final = 8192
+# Summaries and learning: a few sentences or a few JSON lines.
+BACKGROUND_NUM_PREDICT: Final = 256
 CONF_KEEP_ALIVE: Final = "keep_alive"
 DEFAULT_KEEP_ALIVE: Final = -1  # seconds; -1 keeps the model loaded
 CONF_REQUEST_TIMEOUT: Final = "request_timeout"
@@ -70,9 +77,8 @@ CONF_ADMIN_USER_IDS: Final = "admin_user_ids"
 
 # Profile memory and background learning (memory/).
 MAX_FACT_CHARS: Final = 300
-# Learning waits until the chats have been quiet this long, so the user's next
-# message gets the model first, and then asks it at most once per interval.
-LEARNING_QUIET_SECONDS: Final = 60.0
+# Learning (like every background model call) waits until the chats have been
+# quiet (scheduler.QUIET_SECONDS), and then asks at most once per interval.
 LEARNING_INTERVAL_SECONDS: Final = 120.0
 LEARNING_QUEUE_SIZE: Final = 50
 LEARNING_BATCH: Final = 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
@@ -14,7 +15,18 @@ from homeassistant.helpers import floor_registry as fr
 from homeassistant.util import dt as dt_util
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from .agent.prompts import CONTEXT_HEADER, SUMMARY_HEADER
+from .agent.prompts import CONTEXT_HEADER
+from .agent.turns import (
+    USER_TEXT,
+    expire_taint,
+    is_tainted_turn,
+    mark_message,
+    opening_after_trim,
+    sources_of,
+    split_turns,
+    stub_turn,
+    with_opening,
+)
 from .security.firewall import mark_untrusted
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .tools.ha import exposed_states
@@ -206,6 +218,19 @@ class EntityLine:
     score: int
     always: bool
     tokens: int = 0
+    # The line when the catalogue in the system prompt already names the
+    # entity and its area: only its id and state.
+    short: str = ""
+
+
+def shown_state(state: State) -> str:
+    """Return an entity's state as a context line shows it."""
+    return _one_line(state.state)
+
+
+def _one_line(text: str) -> str:
+    """Return ``text`` on one line: a name or state never adds lines of its own."""
+    return " ".join(text.split())
 
 
 def _words(text: str) -> list[str]:
@@ -347,7 +372,9 @@ class EntityIndex:
         self._by_keyword: dict[str, list[tuple[str, int]]] = {}
         self._domain_names: Mapping[str, Iterable[str]] | None = None
         # Each entity's line, kept while its state object (and area) is the same.
-        self._lines: dict[str, tuple[State, str, bool]] = {}
+        self._lines: dict[str, tuple[State, str, bool, str]] = {}
+        self._catalogue: list[str] | None = None
+        self._generation = 0
 
     def _refresh(
         self,
@@ -380,6 +407,7 @@ class EntityIndex:
             changed = True
         if changed:
             self._lines.clear()
+            self._catalogue = None
             self._domain_names = domain_names
             self._keywords = KeywordIndex()
             self._by_keyword = {}
@@ -412,10 +440,10 @@ class EntityIndex:
             if cached is None or cached[0] is not state:
                 cached = (state, *self._line(state))
                 lines[state.entity_id] = cached
-            _state, text, is_always = cached
+            _state, text, is_always, short = cached
             # Each kind of match counts once: "kitchen light" beats "light".
             score = sum(kinds[state.entity_id]) if state.entity_id in kinds else 0
-            line = EntityLine(state.entity_id, text, score, is_always)
+            line = EntityLine(state.entity_id, text, score, is_always, short=short)
             if is_always:
                 always.append(line)
             elif score:
@@ -426,17 +454,37 @@ class EntityIndex:
         always.sort(key=lambda line: (-line.score, line.entity_id))
         return [*always, *relevant, *rest]
 
-    def _line(self, state: State) -> tuple[str, bool]:
-        """Return an entity's context line, and whether it is always shown."""
+    def _line(self, state: State) -> tuple[str, bool, str]:
+        """Return an entity's line, whether it is always shown, and its short line."""
         area_label = self._entities[state.entity_id][2]
-        text = f"{state.entity_id} | {state.name} | {state.state}"
+        value = shown_state(state)
+        text = f"{state.entity_id} | {state.name} | {value}"
         if area_label:
             text += f" | {area_label}"
         always = state.domain in ALWAYS_ON_DOMAINS or (
             state.domain == "binary_sensor"
             and state.attributes.get("device_class") in PRESENCE_CLASSES
         )
-        return text, always
+        return text, always, f"{state.entity_id} = {value}"
+
+    def catalogue(self) -> tuple[int, list[str]]:
+        """Return the catalogue's generation and its lines: id | name | area.
+
+        Call after :meth:`rank`, which refreshes the index. The generation
+        changes whenever an entity's name, area or exposure changes, and only
+        then: the catalogue sits in the cached prefix of every request.
+        """
+        if self._catalogue is None:
+            lines = []
+            for entity_id in sorted(self._entities):
+                (name, *_rest), _keywords, area = self._entities[entity_id]
+                line = f"{entity_id} | {_one_line(name)}"
+                if area:
+                    line += f" | {_one_line(area)}"
+                lines.append(line)
+            self._generation += 1
+            self._catalogue = lines
+        return self._generation, self._catalogue
 
 
 def rank_entities(
@@ -466,12 +514,36 @@ def _fit_lines(
 
 @dataclass(slots=True)
 class TurnContext:
-    """What one turn may add after the cached prefix, before the budget cuts it."""
+    """What one turn may add after the history, before the budget cuts it."""
 
+    # Lines every message carries (the time, who is asking).
     header: list[str]
     entities: list[EntityLine]
     profile: str = ""
     documents: list[DocumentChunk] = field(default_factory=list)
+    # Lines a session needs once (the home's name and time zone): repeated
+    # only when they left the prompt.
+    session: list[str] = field(default_factory=list)
+    # The catalogue in the system prompt names every exposed entity and its
+    # area: a state line then needs only the id and the state.
+    catalogued: bool = False
+
+
+@dataclass(slots=True)
+class Prepared:
+    """The history and the new message of a turn, as the model will read them."""
+
+    history: list[AnyMessage]
+    opening: str
+    user: HumanMessage
+    # Retrieved untrusted documents, as a search_documents call and its result.
+    documents: list[AnyMessage]
+    # The history was trimmed (the model server re-reads what follows the cut).
+    trimmed: bool
+    # Tainted turns left the prompt (reduced to the user's own words).
+    expired: bool
+    # Told to the user with the reply (their message was cut to fit).
+    notice: str | None = None
 
 
 @dataclass(slots=True)
@@ -480,14 +552,73 @@ class Request:
 
     messages: list[AnyMessage]
     tokens: int
-    # Untrusted text (retrieved documents) was put into the request.
-    untrusted: bool
+    # The sources of the untrusted text in the request (empty: none).
+    untrusted: list[str]
     # The same without the learned correction, to compare with Ollama's count.
     raw_tokens: int
 
 
+# Of the room after the fixed prefix and the user's message: the new turn's
+# live context (states, profile, documents) and this turn's tool rounds.
+LIVE_SHARE: Final = 0.30
+TOOL_RESERVE: Final = 0.15
+# A longer message is cut (and the user told): the rest needs room too.
+MAX_USER_SHARE: Final = 0.5
+# A history that outgrows its room is trimmed in one step to this share of
+# it, so the following turns append again for a long while.
+TRIM_TO: Final = 0.5
+# Past this share of its room, a background summary of the older half is
+# written (after the reply, when the chats are quiet), ready for the trim.
+SUMMARIZE_AT: Final = 0.7
+# When not every changed state fits, at most this many matched ones are shown.
+MAX_LIVE_ENTITIES: Final = 15
+# The catalogue (ids, names, areas) may take this share of the request limit.
+CATALOGUE_SHARE: Final = 0.2
+CATALOGUE_HEADER: Final = "Entities you can see (entity_id | name | area):"
+NO_CATALOGUE: Final = (
+    "{count} entities are exposed to you. The [Context] of a message lists "
+    "those it is about; use list_entities to find others."
+)
+CUT_MESSAGE_NOTICE: Final = (
+    "(Your message was too long for the model's context window: only its "
+    "first {kept:,} of {total:,} characters were read.)"
+)
+_ENTITY_LINE_RE: Final = re.compile(
+    r"^([a-z0-9_]+\.[a-z0-9_]+)(?: = | \| )", re.MULTILINE
+)
+_HISTORY_LINE_SEPARATOR: Final = "\n"
+
+
+def build_system_prompt(
+    base: str, catalogue: Sequence[str], limit: int, counter: TokenCounter
+) -> tuple[str, bool]:
+    """Return the system prompt with the catalogue, and whether it lists all.
+
+    The catalogue changes only when an entity's exposure, name or area
+    changes: it belongs to the cached prefix. In a house too big for its
+    share, the prompt says how many entities there are instead.
+    """
+    if not catalogue:
+        return f"{base}\n\nNo entities are exposed to you.", True
+    text = "\n".join([CATALOGUE_HEADER, *catalogue])
+    if counter.count(text) <= limit * CATALOGUE_SHARE:
+        return f"{base}\n\n{text}", True
+    return f"{base}\n\n{NO_CATALOGUE.format(count=len(catalogue))}", False
+
+
+def _last_shown(history_text: str) -> dict[str, str]:
+    """Return each entity's last state line in the history's context blocks."""
+    shown: dict[str, str] = {}
+    for match in _ENTITY_LINE_RE.finditer(history_text):
+        end = history_text.find("\n", match.start())
+        shown[match.group(1)] = history_text[
+            match.start() : end if end != -1 else len(history_text)
+        ]
+    return shown
+
+
 class ContextAssembler:
-    """Builds each request of a turn so that it fits the context window."""
+    """Builds the requests of one turn: the history as sent, then the new message."""
 
     def __init__(
         self,
@@ -497,7 +628,7 @@ class ContextAssembler:
         system_prompt: str,
         turn: TurnContext,
     ) -> None:
-        """Keep the turn's material; nothing is cut until a request is built."""
+        """Keep the turn's material; nothing is cut until the turn is prepared."""
         self.budget = budget
         self.counter = counter
         self.system_prompt = system_prompt
@@ -506,7 +637,6 @@ class ContextAssembler:
         self._fenced = [
             chunk.fenced for chunk in fence_chunks(turn.documents) if not chunk.trusted
         ]
-        self._plan: tuple[list[str], list[str], list[str]] | None = None
         self._costs: dict[tuple[str | None, int, float], int] = {}
 
     def _cost(self, message: AnyMessage) -> int:
@@ -519,62 +649,176 @@ class ContextAssembler:
             self._costs[key] = cost
         return self._costs[key]
 
-    def _plan_context(self, summary: str, history_demand: int, room: int) -> None:
-        """Decide once per turn what the context block and documents carry."""
+    def _room(self) -> int:
+        """Return the tokens a request may hold after the fixed prefix."""
+        fixed = self.counter.scale(self.budget.fixed)
+        return max(0, self.budget.limit - fixed - 2 * MESSAGE_OVERHEAD)
+
+    def history_room(self, user_tokens: int) -> int:
+        """Return the room the history may fill beside a message this long."""
+        room = self._room()
+        live = int(max(0, room - user_tokens) * LIVE_SHARE)
+        return max(0, room - user_tokens - live - int(room * TOOL_RESERVE))
+
+    def history_tokens(self, messages: Sequence[AnyMessage], opening: str) -> int:
+        """Return the estimated tokens of a history as it is sent."""
+        return sum(self._cost(message) for message in with_opening(messages, opening))
+
+    def prepare(
+        self,
+        history: Sequence[AnyMessage],
+        *,
+        opening: str,
+        text: str,
+        turn_id: str,
+        summary: tuple[str, str] | None = None,
+    ) -> Prepared:
+        """Return the turn's history and its new message with the live context.
+
+        The history keeps its bytes, except in these large, rare steps: a
+        background summary replaces the turns it covers; tainted turns leave
+        after :data:`TAINTED_TURNS_KEPT` later turns; a history that outgrew
+        its room loses its older half (and every tainted turn) at once.
+        """
+        counter = self.counter
+        turns = split_turns(history)
+        trimmed = False
+        if summary is not None:
+            text_of_summary, upto = summary
+            ids = [str(turn[0].id) for turn in turns]
+            if upto in ids:
+                turns = turns[ids.index(upto) + 1 :]
+                opening = text_of_summary
+                trimmed = True
+        turns, expired = expire_taint(turns)
+        room = self._room()
+        notice = None
+        max_user = int(room * MAX_USER_SHARE)
+        if counter.count(text) > max_user:
+            total = len(text)
+            keep = max(1, int(total * max_user / max(counter.count(text), 1)))
+            while keep > 1 and counter.count(text[:keep]) > max_user:
+                keep = int(keep * 0.9)
+            text = text[:keep]
+            notice = CUT_MESSAGE_NOTICE.format(kept=keep, total=total)
+        user_tokens = counter.count(text)
+        live_allowance = int(max(0, room - user_tokens) * LIVE_SHARE)
+        history_room = self.history_room(user_tokens)
+        flat = [message for turn in turns for message in turn]
+        if self.history_tokens(flat, opening) > history_room:
+            turns, opening = self._trim(turns, opening, int(history_room * TRIM_TO))
+            trimmed = True
+            flat = [message for turn in turns for message in turn]
+        lines, documents = self._live(flat, opening, live_allowance)
+        content = text
+        if lines:
+            content = f"{text}\n\n{CONTEXT_HEADER}\n" + "\n".join(lines)
+        user = HumanMessage(
+            content=content, id=turn_id, additional_kwargs={USER_TEXT: text}
+        )
+        return Prepared(
+            history=flat,
+            opening=opening,
+            user=user,
+            documents=_document_messages(text, documents) if documents else [],
+            trimmed=trimmed,
+            expired=expired,
+            notice=notice,
+        )
+
+    def _trim(
+        self, turns: list[list[AnyMessage]], opening: str, target: int
+    ) -> tuple[list[list[AnyMessage]], str]:
+        """Drop the oldest turns until the history fits ``target``; one step."""
+        dropped: list[list[AnyMessage]] = []
+        kept = list(turns)
+        while kept:
+            candidate = opening_after_trim(opening, dropped)
+            flat = [message for turn in kept for message in turn]
+            if self.history_tokens(flat, candidate) <= target:
+                break
+            dropped.append(kept.pop(0))
+        # At a trim every tainted turn leaves as well: the bytes after the cut
+        # are re-read anyway.
+        kept = [stub_turn(turn) if is_tainted_turn(turn) else turn for turn in kept]
+        return kept, opening_after_trim(opening, dropped)
+
+    def _live(
+        self, history: Sequence[AnyMessage], opening: str, allowance: int
+    ) -> tuple[list[str], list[str]]:
+        """Return the new turn's context lines and fenced documents.
+
+        A line the history already holds is not repeated: the profile and
+        knowledge lines it has, the session lines, and each entity's state
+        as it was last shown. Only what is new or changed costs tokens.
+        """
         counter = self.counter
         turn = self.turn
-        entity_costs = [counter.count(line.text) + 1 for line in turn.entities]
-        # The header and the "(N more ...)" line.
-        entity_overhead = counter.count(ENTITIES_HEADER) + ENTITY_FOOTER_TOKENS
-        relevant = [
-            cost
-            for line, cost in zip(turn.entities, entity_costs, strict=True)
-            if line.always or line.score
+        history_text = _HISTORY_LINE_SEPARATOR.join(
+            [
+                opening,
+                *(
+                    str(message.content)
+                    for message in history
+                    if isinstance(message, HumanMessage)
+                ),
+            ]
+        )
+        shown = _last_shown(history_text)
+        known = set(history_text.splitlines())
+        parts = list(turn.header)
+        parts.extend(line for line in turn.session if line not in known)
+        profile = [
+            line
+            for line in turn.profile.splitlines()
+            if line.strip() and line not in known
         ]
         trusted = [
-            f"- {chunk.title}: {chunk.content}"
+            line
             for chunk in turn.documents
             if chunk.trusted
+            and (line := f"- {_one_line(chunk.title)}: {_one_line(chunk.content)}")
+            not in known
         ]
-        doc_demand = sum(counter.count(line) + 1 for line in trusted) + sum(
-            counter.count(text) + MESSAGE_OVERHEAD for text in self._fenced
-        )
-        demands = {
-            "history": history_demand,
-            "entities": sum(entity_costs) + entity_overhead,
-            "documents": doc_demand,
-            "profile": sum(
-                counter.count(line) + 1 for line in turn.profile.splitlines()
-            )
-            + counter.count(PROFILE_HEADER),
+
+        def entity_text(line: EntityLine) -> str:
+            return line.short if turn.catalogued and line.short else line.text
+
+        changed = [
+            line
+            for line in turn.entities
+            if shown.get(line.entity_id) != entity_text(line)
+        ]
+        entity_costs = {
+            line.entity_id: counter.count(entity_text(line)) + 1 for line in changed
         }
-        granted = share_out(room, demands)
-        show_all = granted["entities"] >= demands["entities"]
-        if not show_all:
-            demands["entities"] = sum(relevant) + entity_overhead
-            granted = share_out(room, demands)
-        candidates = [
-            line for line in turn.entities if show_all or line.always or line.score
-        ]
+        header_cost = sum(counter.count(line) + 1 for line in parts)
+        demands = {
+            "entities": sum(entity_costs.values()) + counter.count(ENTITIES_HEADER),
+            "documents": sum(counter.count(line) + 1 for line in trusted)
+            + sum(counter.count(text) + MESSAGE_OVERHEAD for text in self._fenced),
+            "profile": sum(counter.count(line) + 1 for line in profile)
+            + (counter.count(PROFILE_HEADER) if profile else 0),
+        }
+        granted = share_out(max(0, allowance - header_cost), demands)
+        if granted["entities"] >= demands["entities"]:
+            entities = changed
+        else:
+            entities = [line for line in changed if line.always or line.score][
+                :MAX_LIVE_ENTITIES
+            ]
         entity_lines = _fit_lines(
-            (line.text for line in candidates),
-            granted["entities"] - entity_overhead,
+            (entity_text(line) for line in entities),
+            granted["entities"] - counter.count(ENTITIES_HEADER),
             counter,
         )
-        parts = list(turn.header)
-        if turn.profile and granted["profile"] > 0:
-            profile = _fit_lines(
-                turn.profile.splitlines(),
-                granted["profile"] - counter.count(PROFILE_HEADER),
-                counter,
+        if profile:
+            fitted = _fit_lines(
+                profile, granted["profile"] - counter.count(PROFILE_HEADER), counter
             )
-            if profile:
+            if fitted:
                 parts.append(PROFILE_HEADER)
-                parts.extend(profile)
-        if summary:
-            parts.extend((SUMMARY_HEADER, summary))
-        # Trusted knowledge first (it may use the room), then the untrusted
-        # chunks get what is left of the documents' share: they are cut first.
+                parts.extend(fitted)
         doc_room = granted["documents"]
         trusted_lines = _fit_lines(trusted, doc_room, counter)
         doc_room -= sum(counter.count(line) + 1 for line in trusted_lines)
@@ -588,138 +832,98 @@ class ContextAssembler:
                 break
             fenced.append(text)
             doc_room -= cost
-        if not turn.entities:
-            parts.append("No entities are exposed to the assistant.")
-        elif entity_lines:
+        if entity_lines:
             parts.append(ENTITIES_HEADER)
-        self._plan = (parts, entity_lines, fenced)
+            parts.extend(entity_lines)
+        if not turn.catalogued and (left := len(turn.entities) - len(entity_lines)):
+            note = f"({left} more: use list_entities)"
+            if note not in known:
+                parts.append(note)
+        return parts, fenced
 
-    def build(  # noqa: PLR0915 - the cut order reads best in one place
-        self,
-        messages: Sequence[AnyMessage],
-        *,
-        turn_id: str | None,
-        summary: str,
-        text_of: Callable[[AnyMessage], str],
-    ) -> Request:
-        """Return the request for the current state, cut to fit the window."""
+    def build(self, messages: Sequence[AnyMessage], *, opening: str) -> Request:
+        """Return the request for the current state, cut only if it cannot fit.
+
+        The history and the new message were prepared to fit; only this turn's
+        own tool results can still overflow. Then, in this order: retrieved
+        documents, the oldest turns (for this request only), and the longest
+        tool results are cut. The system prompt and the user's message never are.
+        """
         counter = self.counter
-        start = next(
-            (i for i, message in enumerate(messages) if message.id == turn_id),
-            len(messages),
-        )
-        history = list(messages[:start])
-        current = list(messages[start:])
-        user = current[0] if current else None
-        user_text = text_of(user) if user is not None else ""
-        cost_of = self._cost
         fixed = counter.scale(self.budget.fixed)
-        rest = sum(cost_of(message) for message in current[1:])
-        room = self.budget.limit - fixed - counter.count(user_text) - MESSAGE_OVERHEAD
-        if self._plan is None:
-            history_demand = sum(cost_of(message) for message in history) + (
-                counter.count(summary) + counter.count(SUMMARY_HEADER)
-            )
-            self._plan_context(summary, history_demand, max(0, room - rest))
-        assert self._plan is not None  # noqa: S101 - planned just above
-        parts, planned_entities, fenced = self._plan
-        # Cut until the request fits: untrusted chunks first, then the oldest
-        # turns, then the least relevant entities, then the other context
-        # lines from the end. The system prompt and the user's message are
-        # never cut.
-        documents = list(fenced)
-        context_lines = list(parts)
-        entity_lines = list(planned_entities)
-        history_costs = [cost_of(message) for message in history]
-        document_costs = [counter.count(text) + MESSAGE_OVERHEAD for text in documents]
-        line_costs = [counter.count(line) + 1 for line in context_lines]
-        entity_costs = [counter.count(line) + 1 for line in entity_lines]
-        documents_overhead = 2 * MESSAGE_OVERHEAD
-        total = (
-            sum(history_costs)
-            + sum(document_costs)
-            + (documents_overhead if documents else 0)
-            + sum(line_costs)
-            + sum(entity_costs)
-            + ENTITY_FOOTER_TOKENS
-            + rest
-        )
-        while total > room:
-            if documents:
-                documents.pop()
-                total -= document_costs.pop()
-                if not documents:
-                    total -= documents_overhead
-            elif history:
-                length = _turn_length(history)
-                del history[:length]
-                total -= sum(history_costs[:length])
-                del history_costs[:length]
-            elif entity_lines:
-                entity_lines.pop()
-                total -= entity_costs.pop()
-            elif len(context_lines) > len(self.turn.header):
-                context_lines.pop()
-                total -= line_costs.pop()
-            else:
-                break
+        cost_of = self._cost
+        rendered = with_opening(messages, opening)
+        total = sum(cost_of(message) for message in rendered)
+        room = self.budget.limit - fixed
         if total > room:
-            # Only this turn's own tool results are left to cut: the longest first.
-            current[1:] = _shrink_tool_results(current[1:], total - room, cost_of)
-            new_rest = sum(cost_of(message) for message in current[1:])
-            total += new_rest - rest
-        context_lines = _with_entities(context_lines, entity_lines, self.turn.entities)
-        result: list[AnyMessage] = [SystemMessage(content=self.system_prompt), *history]
-        if user is not None:
-            result.append(
-                HumanMessage(
-                    content=f"{user_text}\n\n{CONTEXT_HEADER}\n"
-                    + "\n".join(context_lines),
-                    id=user.id,
+            rendered = [
+                message
+                for message in rendered
+                if getattr(message, "tool_call_id", None) != AUTO_CONTEXT_CALL_ID
+                and not (
+                    isinstance(message, AIMessage)
+                    and any(
+                        call["id"] == AUTO_CONTEXT_CALL_ID
+                        for call in message.tool_calls
+                    )
                 )
-            )
-        if documents:
-            result.extend(_document_messages(user_text, documents))
-        result.extend(current[1:])
-        tokens = fixed + total + counter.count(user_text) + 2 * MESSAGE_OVERHEAD
+            ]
+            total = sum(cost_of(message) for message in rendered)
+        if total > room:
+            turns = split_turns(list(messages))
+            while len(turns) > 1 and total > room:
+                turns.pop(0)
+                rendered = with_opening(
+                    [message for turn in turns for message in turn], opening
+                )
+                total = sum(cost_of(message) for message in rendered)
+        if total > room:
+            turns = split_turns(rendered)
+            current = turns[-1]
+            head = [message for turn in turns[:-1] for message in turn]
+            current[1:] = _shrink_tool_results(current[1:], total - room, cost_of)
+            rendered = [*head, *current]
+            total = sum(cost_of(message) for message in rendered)
+        result: list[AnyMessage] = [
+            SystemMessage(content=self.system_prompt),
+            *rendered,
+        ]
+        tokens = fixed + total
         return Request(
             result,
             tokens,
-            untrusted=bool(documents),
+            untrusted=sources_of(rendered),
             raw_tokens=math.ceil(tokens / counter.correction),
         )
 
 
-def _with_entities(
-    lines: list[str], entity_lines: list[str], entities: Sequence[EntityLine]
-) -> list[str]:
-    """Return the context lines with the entity lines and the count left out."""
-    if lines and lines[-1] == ENTITIES_HEADER and not entity_lines:
-        lines = lines[:-1]
-    result = [*lines, *entity_lines]
-    if entities and (left_out := len(entities) - len(entity_lines)):
-        result.append(f"({left_out} more: use list_entities)")
-    return result
-
-
 def _document_messages(query: str, documents: Sequence[str]) -> list[AnyMessage]:
     """Return retrieved untrusted chunks as if the model had searched for them."""
+    source = ["documents found for your message"]
     return [
-        AIMessage(
-            content="",
-            tool_calls=[
-                {
-                    "name": SEARCH_DOCUMENTS,
-                    "args": {"query": query},
-                    "id": AUTO_CONTEXT_CALL_ID,
-                    "type": "tool_call",
-                }
-            ],
+        mark_message(
+            AIMessage(
+                content="",
+                tool_calls=[
+                    {
+                        "name": SEARCH_DOCUMENTS,
+                        "args": {"query": query},
+                        "id": AUTO_CONTEXT_CALL_ID,
+                        "type": "tool_call",
+                    }
+                ],
+                id=f"{AUTO_CONTEXT_CALL_ID}-{uuid.uuid4().hex}",
+            ),
+            source,
         ),
-        ToolMessage(
-            content="\n\n".join(documents),
-            tool_call_id=AUTO_CONTEXT_CALL_ID,
-            name=SEARCH_DOCUMENTS,
+        mark_message(
+            ToolMessage(
+                content="\n\n".join(documents),
+                tool_call_id=AUTO_CONTEXT_CALL_ID,
+                name=SEARCH_DOCUMENTS,
+                id=f"{AUTO_CONTEXT_CALL_ID}-result-{uuid.uuid4().hex}",
+            ),
+            source,
         ),
     ]
 
@@ -750,17 +954,10 @@ def _shrink_tool_results(
             name=message.name,
             status=message.status,
             id=message.id,
+            additional_kwargs=dict(message.additional_kwargs),
         )
         excess -= cost - cost_of(result[index])
     return result
-
-
-def _turn_length(history: Sequence[AnyMessage]) -> int:
-    """Return how many messages the oldest turn of ``history`` spans."""
-    for index, message in enumerate(history[1:], start=1):
-        if isinstance(message, HumanMessage):
-            return index
-    return len(history)
 
 
 def _message_cost(counter: TokenCounter) -> Callable[[AnyMessage], int]:
@@ -777,13 +974,16 @@ def _message_cost(counter: TokenCounter) -> Callable[[AnyMessage], int]:
     return cost
 
 
-def describe_moment(hass: HomeAssistant, user_name: str | None) -> list[str]:
-    """Return the header lines: time, home and who is asking."""
+def describe_moment(_hass: HomeAssistant, user_name: str | None) -> list[str]:
+    """Return the lines every message carries: the time and who is asking."""
     now = dt_util.now()
-    lines = [
-        f"Time: {now:%Y-%m-%d %H:%M} ({now:%A}), time zone {hass.config.time_zone}",
-        f"Home: {hass.config.location_name}",
-    ]
+    lines = [f"Time: {now:%Y-%m-%d %H:%M} ({now:%A})"]
     if user_name:
-        lines.append(f"User: {user_name}")
+        lines.append(f"User: {_one_line(user_name)}")
     return lines
+
+
+def describe_home(hass: HomeAssistant) -> list[str]:
+    """Return the lines a session needs once: the home's name and time zone."""
+    name = _one_line(hass.config.location_name)
+    return [f"Home: {name}, time zone {hass.config.time_zone}"]

@@ -1,64 +1,95 @@
-"""Conversation history and summaries, written in the background after replies."""
+"""Conversation history and summaries, written in the background after replies.
+
+A summary is a model call, so it never runs in a turn: it waits for quiet
+(see :mod:`.scheduler`), and its request starts with the chat's own cached
+prefix (the system prompt, the tools and the session's history exactly as
+sent), so on a one-slot server it neither evicts the chat's cache nor costs
+more than its instruction and its answer. Summaries never carry untrusted
+text: a turn that read some is summarized from the user's own words only.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Final
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
 
-from langchain_core.messages import HumanMessage, SystemMessage
+from homeassistant.core import callback
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from .agent.graph import message_text
-from .const import KEPT_TURNS, LOGGER
+from .agent.turns import (
+    UNTRUSTED,
+    USER_TEXT,
+    is_tainted_turn,
+    split_turns,
+    stub_turn,
+    with_opening,
+)
+from .const import LOGGER
+from .context import SUMMARIZE_AT
 from .store import history as store
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Coroutine, Sequence
 
-    from langchain_core.language_models import BaseChatModel
+    from homeassistant.core import HomeAssistant
+    from langchain_core.messages import AnyMessage
 
-    from .assistant import Interaction
+    from .assistant import Assistant, Interaction
     from .store.checkpoints import CheckpointStore
     from .store.database import Database, Session
 
-# Summarize once this many turns have dropped out of the prompt, not after each
-# one: every summary is a model call on home hardware.
-SUMMARY_BATCH: Final = 4
 # A session shorter than this needs no summary for the next one.
 MIN_TURNS_TO_SUMMARIZE: Final = 3
 MAX_SUMMARY_CHARS: Final = 1500
+# A summary's input: at most this share of num_ctx (the part summarized is
+# the older half of the history, which is itself within its room).
+SUMMARY_INPUT_SHARE: Final = 0.6
 
-SUMMARY_PROMPT: Final = """\
-You summarize a chat between a member of a household and their home \
-assistant. Write a short summary, at most five sentences, of what matters to \
-continue the conversation: what the user asked for, what was done or decided, \
-and open questions. Write in the language of the conversation. Do not invent \
-anything. Answer with the summary only."""
+SUMMARY_REQUEST: Final = """\
+[Summary request, not a message from the user] Do not call any tool. Write a \
+short summary, at most five sentences, of the conversation above up to and \
+including the user's message "{last}" and its answer: what the user asked \
+for, what was done or decided, and open questions. Write in the language of \
+the conversation. Do not invent anything. Answer with the summary only."""
+SUMMARY_REQUEST_ALL: Final = """\
+[Summary request, not a message from the user] Do not call any tool. Write a \
+short summary, at most five sentences, of the whole conversation above: what \
+the user asked for, what was done or decided, and open questions. Write in \
+the language of the conversation. Do not invent anything. Answer with the \
+summary only."""
+SUMMARY_PROMPT: Final = SUMMARY_REQUEST_ALL
 
 
 class HistoryKeeper:
-    """Stores every turn and keeps a summary of what left the prompt."""
+    """Stores every turn and writes the summaries that trims and sessions use."""
 
     def __init__(
         self,
+        hass: HomeAssistant,
         database: Database,
-        model: BaseChatModel,
-        model_slots: asyncio.Semaphore,
+        assistant: Assistant,
         *,
         request_timeout: float,
         session_timeout: float,
     ) -> None:
-        """Keep the storage and the plain (tool-less) chat model."""
+        """Keep the storage and the assistant whose prefix summaries share."""
+        self.hass = hass
         self.database = database
-        self.model = model
-        self.model_slots = model_slots
+        self.assistant = assistant
         self.request_timeout = request_timeout
         self.session_timeout = session_timeout
-        self._lock = asyncio.Lock()
+        self._pending: set[int] = set()
+        self._sweep_scheduled = False
+        # Starts background work that the entry's unload ends; set by runtime.
+        self.spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
+            hass.async_create_background_task
+        )
 
-    async def async_after_reply(self, interaction: Interaction) -> None:
-        """Persist the turn, then summarize what dropped out of the prompt."""
+    async def async_store_turn(self, interaction: Interaction) -> bool:
+        """Persist a finished turn (once); return whether it was stored."""
         try:
             await self.database.async_run(
                 lambda conn: store.append_turn(
@@ -69,60 +100,153 @@ class HistoryKeeper:
                     user_text=interaction.user_text,
                     reply=interaction.reply,
                     now=time.time(),
+                    tainted=interaction.tainted,
+                    turn_id=interaction.turn_id or None,
                 )
             )
         except sqlite3.Error as err:
             LOGGER.warning("Could not store the conversation history: %s", err)
-            return
-        try:
-            await self.async_summarize(
-                interaction.session_id, keep_recent=KEPT_TURNS, min_new=SUMMARY_BATCH
-            )
-        except (sqlite3.Error, RuntimeError) as err:
-            # The database went away (unload, stop) or is busy: the sweep
-            # summarizes the session later.
-            LOGGER.debug("Could not summarize the conversation: %s", err)
+            return False
+        return True
 
-    async def async_prompt_summary(self, session: Session, key: str) -> str:
-        """Return the summary that goes into this session's prompt."""
+    async def async_after_reply(self, interaction: Interaction) -> None:
+        """Persist the turn; past SUMMARIZE_AT, summarize the older half."""
+        if not await self.async_store_turn(interaction):
+            return
+        if interaction.history_pressure < SUMMARIZE_AT:
+            return
+        session_id = interaction.session_id
+        if session_id in self._pending:
+            return
+        self._pending.add(session_id)
         try:
-            summary, _ = await self.database.async_run(
-                lambda conn: store.get_summary(conn, session.id)
+            await self.assistant.scheduler.async_run(
+                partial(
+                    self._async_summarize_older,
+                    session_id,
+                    interaction.thread_id,
+                    interaction.history_target,
+                ),
+                "summary",
             )
-            if summary:
-                return summary
+        finally:
+            self._pending.discard(session_id)
+
+    async def async_openings(
+        self, session: Session, key: str
+    ) -> tuple[str, tuple[str, str] | None]:
+        """Return the last session's summary and this session's ready summary."""
+        try:
+            update = await self.database.async_run(
+                lambda conn: store.summary_of_turn(conn, session.id)
+            )
+            # Used only when the session has no history yet (graph.prepare).
             previous = await self.database.async_run(
                 lambda conn: store.previous_summary(conn, key, session.id)
             )
         except sqlite3.Error as err:
             LOGGER.debug("Could not read the summary: %s", err)
-            return ""
-        return previous or ""
+            return "", None
+        return previous or "", update
 
-    async def async_summarize(
-        self, session_id: int, *, keep_recent: int, min_new: int
-    ) -> bool:
-        """Fold turns older than the ``keep_recent`` latest into the summary."""
-        # One summary at a time: they share the model with the replies.
-        async with self._lock:
-            turns = await self.database.async_run(
-                lambda conn: store.session_turns(conn, session_id)
-            )
-            summary, upto = await self.database.async_run(
-                lambda conn: store.get_summary(conn, session_id)
-            )
-            older = turns[:-keep_recent] if keep_recent else turns
-            new = [turn for turn in older if turn.user_id > upto]
-            if len(new) < min_new:
-                return False
-            text = await self._async_write_summary(summary, new)
-            if text is None:
-                return False
-            last = new[-1].assistant_id
-            await self.database.async_run(
-                lambda conn: store.set_summary(conn, session_id, text, last)
-            )
-            return True
+    async def _async_summarize_older(
+        self, session_id: int, thread_id: str, target: int
+    ) -> None:
+        """Summarize the oldest turns, so that what stays fits ``target`` tokens.
+
+        The summary replaces them at the next turn: one large trim, after
+        which the history grows again for a long while.
+        """
+        messages, opening = await self.assistant.async_thread(thread_id)
+        turns = split_turns(messages)
+        if len(turns) < 2:  # noqa: PLR2004 - the last turn always stays
+            return
+        cost = self.assistant.counter.count
+        sizes = [sum(cost(str(m.content)) + 4 for m in turn) for turn in turns]
+        upto = 0
+        while upto < len(turns) - 2 and sum(sizes[upto + 1 :]) > target:
+            upto += 1
+        covered = turns[: upto + 1]
+        text = await self._async_write(covered, opening, whole=False)
+        if text is None:
+            return
+        turn_id = str(covered[-1][0].id)
+        await self.database.async_run(
+            lambda conn: store.set_turn_summary(conn, session_id, text, turn_id)
+        )
+
+    async def _async_write(
+        self,
+        turns: Sequence[Sequence[AnyMessage]],
+        opening: str,
+        *,
+        whole: bool,
+    ) -> str | None:
+        """Ask the model for a summary of ``turns``, sharing the chat's prefix.
+
+        Tainted turns are reduced to the user's own words first (the request
+        then differs from the cached bytes from there on: a rare cost).
+        """
+        clean = [
+            message
+            for turn in turns
+            for message in (stub_turn(turn) if is_tainted_turn(turn) else turn)
+        ]
+        if not clean:
+            return None
+        last = str(clean[0].content)
+        for message in clean:
+            if isinstance(message, HumanMessage):
+                last = _user_words(message)
+        request = (
+            SUMMARY_REQUEST_ALL
+            if whole
+            else SUMMARY_REQUEST.format(last=_shorten(last, 120))
+        )
+        assistant = self.assistant
+        budget = assistant.budget
+        rendered = with_opening(clean, opening)
+        limit = int(budget.num_ctx * SUMMARY_INPUT_SHARE)
+        while (
+            len(rendered) > 2  # noqa: PLR2004 - keep at least one exchange
+            and budget.fixed
+            + sum(assistant.counter.count(str(m.content)) for m in rendered)
+            > limit
+        ):
+            # Too long for the summary's share: its oldest turns go (the
+            # opening, already a summary, stays in front).
+            rest = split_turns(rendered)[1:]
+            rendered = with_opening([m for turn in rest for m in turn], opening)
+        messages: list[AnyMessage] = [
+            SystemMessage(content=assistant.system_prompt),
+            *rendered,
+            HumanMessage(content=request),
+        ]
+        try:
+            response = await assistant.background_model.ainvoke(messages)
+        except Exception as err:  # noqa: BLE001 - a summary is never worth an error
+            LOGGER.debug("Could not write a summary: %s", err)
+            return None
+        if not isinstance(response, AIMessage) or response.tool_calls:
+            LOGGER.debug("The summary came back as a tool call; not used")
+            return None
+        text = message_text(response)
+        return text[:MAX_SUMMARY_CHARS] if text else None
+
+    @callback
+    def async_schedule_sweep(self) -> None:
+        """Summarize ended sessions when the chats are quiet (once at a time)."""
+        if self._sweep_scheduled:
+            return
+        self._sweep_scheduled = True
+
+        async def _sweep() -> None:
+            try:
+                await self.async_sweep()
+            finally:
+                self._sweep_scheduled = False
+
+        self.spawn(_sweep(), "ha_personal_assistant summaries")
 
     async def async_sweep(self) -> None:
         """Summarize sessions that ended or went quiet, for the next session."""
@@ -132,10 +256,46 @@ class HistoryKeeper:
                     conn, time.time() - self.session_timeout, MIN_TURNS_TO_SUMMARIZE
                 )
             )
-            for session_id in ids:
-                await self.async_summarize(session_id, keep_recent=0, min_new=1)
         except sqlite3.Error as err:
             LOGGER.debug("Could not summarize idle sessions: %s", err)
+            return
+        for session_id in ids:
+            await self.assistant.scheduler.async_run(
+                partial(self._async_summarize_session, session_id), "session summary"
+            )
+
+    async def _async_summarize_session(self, session_id: int) -> None:
+        """Summarize a whole ended session: its summary opens the next one."""
+        try:
+            turns = await self.database.async_run(
+                lambda conn: store.session_turns(conn, session_id)
+            )
+            thread = await self.database.async_run(
+                lambda conn: store.thread_of(conn, session_id)
+            )
+        except sqlite3.Error as err:
+            LOGGER.debug("Could not read a session to summarize: %s", err)
+            return
+        if not turns:
+            return
+        messages: list[AnyMessage] = []
+        opening = ""
+        if thread is not None:
+            try:
+                messages, opening = await self.assistant.async_thread(thread)
+            except Exception as err:  # noqa: BLE001 - the stored rows still work
+                LOGGER.debug("Could not read the conversation state: %s", err)
+        history = split_turns(messages)
+        if not history:
+            # The saved state is gone (pruned): the stored rows stand in.
+            history = [_turn_messages(turn) for turn in turns]
+        text = await self._async_write(history, opening, whole=True)
+        if text is None:
+            return
+        last = turns[-1].assistant_id
+        await self.database.async_run(
+            lambda conn: store.set_summary(conn, session_id, text, last)
+        )
 
     async def async_clear(
         self, chat_id: int | None, checkpoints: CheckpointStore
@@ -146,24 +306,25 @@ class HistoryKeeper:
             await checkpoints.async_delete_thread(thread_id)
         return len(threads)
 
-    async def _async_write_summary(
-        self, previous: str | None, turns: Sequence[store.Turn]
-    ) -> str | None:
-        lines = []
-        if previous:
-            lines.append(f"Summary so far: {previous}")
-        for turn in turns:
-            lines.append(f"User: {turn.user}")
-            lines.append(f"Assistant: {turn.assistant}")
-        messages = [
-            SystemMessage(content=SUMMARY_PROMPT),
-            HumanMessage(content="\n".join(lines)),
-        ]
-        try:
-            async with self.model_slots, asyncio.timeout(self.request_timeout):
-                response = await self.model.ainvoke(messages)
-        except Exception as err:  # noqa: BLE001 - a summary is never worth an error
-            LOGGER.debug("Could not write a summary: %s", err)
-            return None
-        text = message_text(response)
-        return text[:MAX_SUMMARY_CHARS] if text else None
+
+def _user_words(message: AnyMessage) -> str:
+    value = message.additional_kwargs.get(USER_TEXT)
+    return value if isinstance(value, str) else str(message.content)
+
+
+def _shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _turn_messages(turn: store.Turn) -> list[AnyMessage]:
+    """Return a stored turn as messages (a tainted answer marked as such)."""
+    user = HumanMessage(
+        content=turn.user,
+        id=f"turn-row-{turn.user_id}",
+        additional_kwargs={USER_TEXT: turn.user},
+    )
+    answer = AIMessage(content=turn.assistant, id=f"row-{turn.assistant_id}")
+    if turn.tainted:
+        answer.additional_kwargs[UNTRUSTED] = ["an earlier answer"]
+    return [user, answer]

@@ -14,6 +14,7 @@ from langchain_ollama import ChatOllama
 from .agent.graph import bind_model, build_graph
 from .assistant import Assistant
 from .const import (
+    BACKGROUND_NUM_PREDICT,
     CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_USER_IDS,
     CONF_CONFIRMATION_TIMEOUT,
@@ -21,6 +22,7 @@ from .const import (
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NUM_CTX,
+    CONF_NUM_PREDICT,
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
@@ -29,6 +31,7 @@ from .const import (
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
+    DEFAULT_NUM_PREDICT,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_WEB_SEARCH,
@@ -70,8 +73,14 @@ if TYPE_CHECKING:
     from .store.shared import SharedStorage
 
 
-def build_chat_model(
-    url: str, model: str, *, num_ctx: int, keep_alive: int, timeout: float
+def build_chat_model(  # noqa: PLR0913 - the model's settings
+    url: str,
+    model: str,
+    *,
+    num_ctx: int,
+    keep_alive: int,
+    timeout: float,
+    num_predict: int = DEFAULT_NUM_PREDICT,
 ) -> ChatOllama:
     """Create the chat model; blocking (httpx builds its clients): not on the loop."""
     return ChatOllama(
@@ -79,6 +88,9 @@ def build_chat_model(
         base_url=url,
         # Always the same num_ctx: a different value makes Ollama reload the model.
         num_ctx=num_ctx,
+        # Every call has an output cap: a small model can talk until num_ctx
+        # is full, minutes on home hardware.
+        num_predict=num_predict,
         keep_alive=keep_alive,
         # Thinking costs seconds per turn on home hardware and its text is not shown.
         reasoning=False,
@@ -93,13 +105,26 @@ async def async_build(
     options: dict[str, Any] = dict(entry.options)
     num_ctx = int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX))
     request_timeout = float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT))
+    keep_alive = int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE))
     chat_model = await storage.executor.run(
         build_chat_model,
         entry.data[CONF_OLLAMA_URL],
         entry.data[CONF_MODEL],
         num_ctx=num_ctx,
-        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        keep_alive=keep_alive,
         timeout=request_timeout,
+        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+    )
+    # Summaries and learning: the same model, settings and tools (the same
+    # cached prefix on the server), a smaller output cap.
+    background_model = await storage.executor.run(
+        build_chat_model,
+        entry.data[CONF_OLLAMA_URL],
+        entry.data[CONF_MODEL],
+        num_ctx=num_ctx,
+        keep_alive=keep_alive,
+        timeout=request_timeout,
+        num_predict=BACKGROUND_NUM_PREDICT,
     )
     # Profiles live in the shared database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
@@ -139,7 +164,9 @@ async def async_build(
         model_slots=storage.model_slots,
         policy=policy,
         executor=storage.executor,
+        scheduler=storage.scheduler,
     )
+    assistant.background_model = bind_model(background_model, registry.schemas())
     confirmations = ConfirmationManager(
         hass,
         storage.database,
@@ -164,16 +191,6 @@ async def async_build(
         ),
         user_mapping=options.get(CONF_USER_MAPPING, {}),
     )
-    # History and summaries: written after replies and on a schedule.
-    history = HistoryKeeper(
-        storage.database,
-        chat_model,
-        storage.model_slots,
-        request_timeout=request_timeout,
-        session_timeout=assistant.session_timeout,
-    )
-    assistant.history = history
-    assistant.after_reply.append(history.async_after_reply)
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
 
@@ -183,9 +200,21 @@ async def async_build(
         maintenance.add(task)
         task.add_done_callback(maintenance.discard)
 
+    # History and summaries: written after replies and when the chats are quiet.
+    history = HistoryKeeper(
+        hass,
+        storage.database,
+        assistant,
+        request_timeout=request_timeout,
+        session_timeout=assistant.session_timeout,
+    )
+    history.spawn = _async_maintain
+    assistant.history = history
+    assistant.after_reply.append(history.async_after_reply)
+
     @callback
     def _async_sweep(_now: datetime) -> None:
-        _async_maintain(history.async_sweep(), "ha_personal_assistant summaries")
+        history.async_schedule_sweep()
 
     entry.async_on_unload(
         async_track_time_interval(
@@ -223,16 +252,11 @@ async def async_build(
     )
     # Profile memory: read into each turn's context; learned from after replies.
     assistant.memory = memory
-    learner = Learner(
-        hass,
-        entry,
-        memory,
-        chat_model,
-        storage.model_slots,
-        request_timeout=request_timeout,
-    )
+    learner = Learner(hass, entry, memory, assistant)
     assistant.after_reply.append(learner.async_after_reply)
     entry.async_on_unload(learner.async_start())
+    # Turns logged before a restart and not learned from yet.
+    _async_maintain(_async_requeue(learner), "ha_personal_assistant learning queue")
     if documents is not None:
         assistant.documents = documents
         _async_start_documents(hass, entry, documents)
@@ -243,6 +267,10 @@ async def async_build(
         documents=documents,
         maintenance=maintenance,
     )
+
+
+async def _async_requeue(learner: Learner) -> None:
+    await learner.async_requeue()
 
 
 def _document_index(

@@ -25,16 +25,25 @@ from langgraph.runtime import Runtime  # noqa: TC002 - LangGraph reads node hint
 from ollama import ResponseError
 from pydantic import ValidationError
 
-from ..const import KEPT_TURNS, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
+from ..const import MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
 from .prompts import (
-    CONTEXT_HEADER,
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
     FEEDBACK_TEXT_TOOL_CALL,
     REPLY_GAVE_UP,
     REPLY_TOO_MANY_STEPS,
-    SUMMARY_HEADER,
     SYSTEM_PROMPT,
+)
+from .turns import (
+    FEEDBACK_PREFIX,
+    TURN_PREFIX,
+    USER_TEXT,
+    drop_feedback,
+    mark_message,
+    sources_of,
+    split_turns,
+    user_texts,
+    with_opening,
 )
 
 if TYPE_CHECKING:
@@ -45,11 +54,9 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
-    from ..context import ContextAssembler
+    from ..context import ContextAssembler, Prepared
     from ..tools.registry import ToolContext, ToolRegistry
 
-TURN_PREFIX: Final = "turn-"
-FEEDBACK_PREFIX: Final = "feedback-"
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
 # A reasoning block still open, or a tag still being written, at the end.
 _OPEN_THINK_RE: Final = re.compile(r"<think>.*\Z", re.DOTALL)
@@ -59,19 +66,28 @@ _TOOL_CALL_START_RE: Final = re.compile(r"\A\s*(?:[{\[]|<tool_call|<function)")
 
 
 class AgentState(TypedDict, total=False):
-    """What the checkpointer keeps for a conversation thread."""
+    """What the checkpointer keeps for a conversation thread (one session)."""
 
+    # The session's history exactly as it was sent (each user message with the
+    # context block it carried), then the current turn. Earlier turns keep
+    # their bytes, so the model server reuses its cache for all of them.
     messages: Annotated[list[AnyMessage], add_messages]
-    # Id of this turn's user message, and the live context added to it when the
-    # model is called. The context is not stored in the message, so history
-    # stays small and earlier turns keep their bytes (Ollama's prompt cache).
+    # Id of this turn's user message and the user's words (the input).
     turn_id: str
-    context: str
-    # A summary of the turns that left the prompt (or of the last session).
-    summary: str
+    text: str
+    # What opens the history: a summary of turns that left it, or of the last
+    # session. Changes only at a trim.
+    opening: str
+    # A background summary ready to replace the turns up to a turn id, and
+    # the last session's summary (it opens a session without history).
+    summary_update: tuple[str, str] | None
+    session_opening: str
     feedback_rounds: int
     tool_rounds: int
     route: str
+    # Kept so that checkpoints written by earlier versions still load.
+    context: str
+    summary: str
 
 
 @dataclass(slots=True)
@@ -91,6 +107,8 @@ class TurnRuntime:
     raw_tokens: int = 0
     # Called with the text written so far while the model streams its answer.
     on_text: Callable[[str], None] | None = None
+    # What preparing the turn did to the history (trims, expired taint).
+    prepared: Prepared | None = None
 
 
 def new_turn_id() -> str:
@@ -166,38 +184,70 @@ def _looks_like_text_tool_call(text: str, tool_names: list[str]) -> bool:
 
 
 def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
-    """Build the request: fixed system prompt, history, then the live context."""
-    turn_id = state.get("turn_id")
-    summary = state.get("summary", "")
+    """Build the request: fixed system prompt, the history as sent, this turn."""
+    messages = state.get("messages", [])
+    opening = state.get("opening", "")
     if turn.assembler is not None:
-        request = turn.assembler.build(
-            state.get("messages", []),
-            turn_id=turn_id,
-            summary=summary,
-            text_of=message_text,
-        )
-        if request.untrusted:
-            # The taint rule: retrieved documents entered the turn.
-            turn.tools.mark_tainted("documents found for your message")
+        request = turn.assembler.build(messages, opening=opening)
         turn.context_tokens = request.tokens
         turn.raw_tokens = request.raw_tokens
-        return request.messages
-    context = state.get("context", "")
-    if summary:
-        # Never in the system message: the prefix must stay byte-identical.
-        context = f"{context}\n{SUMMARY_HEADER}\n{summary}".strip()
-    result: list[AnyMessage] = [SystemMessage(content=SYSTEM_PROMPT)]
-    for message in state.get("messages", []):
-        if context and message.id == turn_id:
-            result.append(
-                HumanMessage(
-                    content=f"{message_text(message)}\n\n{CONTEXT_HEADER}\n{context}",
-                    id=message.id,
-                )
-            )
-        else:
-            result.append(message)
+        result = request.messages
+    else:
+        result = [
+            SystemMessage(content=SYSTEM_PROMPT),
+            *with_opening(messages, opening),
+        ]
+    # The taint rule follows the prompt: untrusted text anywhere in what the
+    # model reads (this turn's or an earlier turn's) taints this request.
+    for source in sources_of(result):
+        turn.tools.mark_tainted(source)
+    # Facts may be remembered only from the user's own words in this prompt.
+    turn.tools.user_texts = user_texts(result)
     return result
+
+
+async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
+    """Append the new message (with its live context) to the session's history."""
+    turn = runtime.context
+    turn_id = state.get("turn_id", "")
+    text = state.get("text", "")
+    history = list(state.get("messages", []))
+    if turn.assembler is None:
+        user = HumanMessage(
+            content=text, id=turn_id, additional_kwargs={USER_TEXT: text}
+        )
+        return {
+            "messages": [user],
+            "summary_update": None,
+            "feedback_rounds": 0,
+            "tool_rounds": 0,
+        }
+    opening = state.get("opening", "")
+    if not history and not opening:
+        opening = state.get("session_opening", "")
+    prepared = turn.assembler.prepare(
+        history,
+        opening=opening,
+        text=text,
+        turn_id=turn_id,
+        summary=state.get("summary_update"),
+    )
+    turn.prepared = prepared
+    if prepared.notice:
+        turn.tools.notices.append(prepared.notice)
+    return {
+        "messages": [
+            RemoveMessage(id=REMOVE_ALL_MESSAGES),
+            *prepared.history,
+            prepared.user,
+            *prepared.documents,
+        ],
+        "opening": prepared.opening,
+        "summary_update": None,
+        "session_opening": "",
+        "feedback_rounds": 0,
+        "tool_rounds": 0,
+    }
 
 
 async def call_model(  # noqa: PLR0911 - one return per outcome
@@ -238,6 +288,10 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
         finally:
             turn.model_calls.append(loop.time() - started)
 
+    if turn.tools.tainted:
+        # Written while untrusted text was in the prompt: the answer (or the
+        # tool call) carries that taint for as long as it stays in the history.
+        mark_message(response, turn.tools.taint_sources)
     if turn.assembler is not None and response.usage_metadata:
         # Ollama's prompt_eval_count: the real size of what was just sent.
         turn.assembler.counter.observe(
@@ -271,11 +325,15 @@ async def call_tools(
         )
         malformed = malformed or outcome.malformed
         results.append(
-            ToolMessage(
-                content=outcome.content,
-                tool_call_id=tool_call["id"] or "",
-                name=tool_call["name"],
-                status="success" if outcome.ok else "error",
+            mark_message(
+                ToolMessage(
+                    content=outcome.content,
+                    tool_call_id=tool_call["id"] or "",
+                    name=tool_call["name"],
+                    status="success" if outcome.ok else "error",
+                    id=f"tool-{uuid.uuid4().hex}",
+                ),
+                outcome.untrusted,
             )
         )
     update: dict[str, Any] = {"messages": results, "route": "agent"}
@@ -294,33 +352,18 @@ async def call_tools(
     return update
 
 
-def compact_history(messages: list[AnyMessage], kept_turns: int) -> list[AnyMessage]:
-    """Keep each turn's user message and final answer, for the last turns only.
-
-    Tool calls, tool results and corrections of finished turns are dropped: the
-    answer already says what they achieved, and every kept byte is re-read by
-    the model and re-written by the checkpointer on each turn.
-    """
-    turns: list[list[AnyMessage]] = []
-    for message in messages:
-        if isinstance(message, HumanMessage) and str(message.id or "").startswith(
-            TURN_PREFIX
-        ):
-            turns.append([message])
-        elif turns and isinstance(message, AIMessage) and not message.tool_calls:
-            answer = AIMessage(content=message_text(message), id=message.id)
-            turns[-1][1:] = [answer]
-    kept = turns[-kept_turns:] if kept_turns > 0 else []
-    return [message for turn in kept for message in turn]
-
-
 async def finish(state: AgentState) -> dict[str, Any]:
-    """Trim the state to a bounded history before the checkpoint is written."""
-    kept = compact_history(state.get("messages", []), KEPT_TURNS)
+    """End the turn: it stays in the history as sent, without its corrections."""
+    turns = split_turns(state.get("messages", []))
+    if not turns:
+        return {"route": ""}
+    history = [message for turn in turns[:-1] for message in turn]
     return {
-        "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *kept],
-        "context": "",
-        "summary": "",
+        "messages": [
+            RemoveMessage(id=REMOVE_ALL_MESSAGES),
+            *history,
+            *drop_feedback(turns[-1]),
+        ],
         "route": "",
     }
 
@@ -339,10 +382,12 @@ def build_graph(
 ) -> CompiledStateGraph[AgentState, TurnRuntime, AgentState, AgentState]:
     """Compile the agent graph; the model and tools come with each turn's runtime."""
     graph = StateGraph(AgentState, context_schema=TurnRuntime)
+    graph.add_node("prepare", prepare)
     graph.add_node("agent", call_model)
     graph.add_node("tools", call_tools)
     graph.add_node("finish", finish)
-    graph.add_edge(START, "agent")
+    graph.add_edge(START, "prepare")
+    graph.add_edge("prepare", "agent")
     graph.add_conditional_edges("agent", _route, ["agent", "tools", "finish"])
     graph.add_conditional_edges("tools", _route, ["agent", "finish"])
     graph.add_edge("finish", END)

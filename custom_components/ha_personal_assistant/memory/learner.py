@@ -23,12 +23,12 @@ from ..const import (
     LEARNING_BATCH,
     LEARNING_INTERVAL_SECONDS,
     LEARNING_QUEUE_SIZE,
-    LEARNING_QUIET_SECONDS,
     LOGGER,
     PROFILE_DECAY_INTERVAL_HOURS,
 )
 from . import store
 from .profile import LearnedFact, parse_category
+from .text import grounded
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
-    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AnyMessage
 
-    from ..assistant import Interaction
+    from ..assistant import Assistant, Interaction
     from .profile import ProfileMemory
 
 MAX_FACTS_PER_CALL: Final = 5
@@ -48,9 +48,14 @@ DAY: Final = 86400.0
 # unload cancels the learner's tasks.
 DB_ERRORS: Final = (sqlite3.Error, RuntimeError)
 
+# The learning request's input: at most this share of num_ctx.
+LEARNING_INPUT_SHARE: Final = 0.25
+
 # Fixed and in English, like the system prompt: small models follow English
-# instructions best, and the facts come back in the language of the chat.
+# instructions best, and the facts come back in the language of the chat. It
+# follows the chat's own system prompt and tools (the cached prefix).
 LEARNING_PROMPT: Final = """\
+[Learning request, not a message from the user] Do not call any tool. \
 You read a chat between a member of a household and their home assistant. \
 Find what it shows about the user's lasting preferences, habits and routines: \
 things that will still be true next month. Only what the user said or clearly \
@@ -129,28 +134,21 @@ class Learner:
     has better things to do while someone waits for an answer.
     """
 
-    def __init__(  # noqa: PLR0913 - keyword-only wiring
+    def __init__(
         self,
         hass: HomeAssistant,
         entry: ConfigEntry[Any],
         memory: ProfileMemory,
-        model: BaseChatModel,
-        model_slots: asyncio.Semaphore,
-        *,
-        request_timeout: float,
+        assistant: Assistant,
     ) -> None:
-        """Keep the plain (tool-less) chat model and the profile store."""
+        """Keep the profile store and the assistant whose prefix learning shares."""
         self.hass = hass
         self.entry = entry
         self.memory = memory
-        self.model = model
-        self.model_slots = model_slots
-        self.request_timeout = request_timeout
-        self.quiet_seconds = LEARNING_QUIET_SECONDS
+        self.assistant = assistant
         self.interval_seconds = LEARNING_INTERVAL_SECONDS
         self._queue: deque[_Queued] = deque(maxlen=LEARNING_QUEUE_SIZE)
         self._worker: asyncio.Task[None] | None = None
-        self._last_interaction = -math.inf
         self._last_call = -math.inf
         self._stopped = False
 
@@ -194,14 +192,15 @@ class Learner:
         except DB_ERRORS as err:
             LOGGER.debug("Could not log the interaction: %s", err)
             return
-        # Any turn means someone is chatting: learning waits for quiet.
-        self._last_interaction = time.monotonic()
         if interaction.tainted or self._stopped:
             return
         if len(self._queue) == self._queue.maxlen:
             LOGGER.debug("The learning queue is full; the oldest turn is skipped")
         self._queue.append(_Queued(interaction_id, person))
-        if self._worker is None:
+        self._start_worker()
+
+    def _start_worker(self) -> None:
+        if self._worker is None and self._queue and not self._stopped:
             # Registered before it starts, so a finished worker never stays
             # registered (the Telegram gateway does the same).
             self._worker = self.entry.async_create_background_task(
@@ -211,27 +210,55 @@ class Learner:
                 eager_start=False,
             )
 
-    async def _async_work(self) -> None:
-        """Learn from the queued turns, one batch per model call, then end."""
+    async def async_requeue(self) -> int:
+        """Queue the logged turns not learned from yet (after a restart)."""
         try:
-            while self._queue:
-                await self._async_wait_for_quiet()
-                if batch := self._take_batch():
-                    await self._async_learn(batch)
+            rows = await self.memory.database.async_run(
+                lambda conn: store.unprocessed_interactions(conn, LEARNING_QUEUE_SIZE)
+            )
+        except DB_ERRORS as err:
+            LOGGER.debug("Could not read the learning queue: %s", err)
+            return 0
+        queued = {item.interaction_id for item in self._queue}
+        for interaction_id, person in rows:
+            if interaction_id not in queued:
+                self._queue.append(_Queued(interaction_id, person))
+        self._start_worker()
+        return len(rows)
+
+    async def _async_work(self) -> None:
+        """Learn from the queued turns, one batch per model call, then end.
+
+        The scheduler starts each call only when the chats are quiet, and a
+        turn that starts meanwhile cancels it; its batch then goes back to
+        the front of the queue.
+        """
+        try:
+            while self._queue and not self._stopped:
+                wait = self._last_call + self.interval_seconds - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                done = await self.assistant.scheduler.async_run(
+                    self._async_learn_next, "learning"
+                )
+                if done is None:
+                    # It kept giving way to turns: wait an interval, then retry.
+                    self._last_call = time.monotonic()
         finally:
             if self._worker is asyncio.current_task():
                 self._worker = None
 
-    async def _async_wait_for_quiet(self) -> None:
-        while True:
-            now = time.monotonic()
-            wait = max(
-                self._last_interaction + self.quiet_seconds - now,
-                self._last_call + self.interval_seconds - now,
-            )
-            if wait <= 0:
-                return
-            await asyncio.sleep(wait)
+    async def _async_learn_next(self) -> bool:
+        """Take the next batch (when the scheduler lets the call start) and learn."""
+        batch = self._take_batch()
+        if not batch:
+            return True
+        try:
+            return await self._async_learn(batch)
+        except asyncio.CancelledError:
+            if not self._stopped:
+                self._queue.extendleft(reversed(batch))
+            raise
 
     def _take_batch(self) -> list[_Queued]:
         """Take the oldest turn and the next few of the same person."""
@@ -249,7 +276,7 @@ class Learner:
         self._queue.extendleft(reversed(rest))
         return batch
 
-    async def _async_learn(self, batch: list[_Queued]) -> None:
+    async def _async_learn(self, batch: list[_Queued]) -> bool:
         person = batch[0].person
         ids = [item.interaction_id for item in batch]
         try:
@@ -259,13 +286,16 @@ class Learner:
             )
         except DB_ERRORS as err:
             LOGGER.debug("Could not read the interaction log: %s", err)
-            return
+            return True
         if not pending:
-            return
+            return True
         self._last_call = time.monotonic()
         facts = await self._async_ask(pending)
         if facts is None:
-            return
+            return True
+        # The rule for facts stored without asking: the user's own words.
+        own = [p.user_text for p in pending]
+        facts = [fact for fact in facts if grounded(fact.content, own)]
         try:
             learned = await self.memory.async_learn(person, facts)
             await self.memory.database.async_run(
@@ -273,26 +303,37 @@ class Learner:
             )
         except DB_ERRORS as err:
             LOGGER.debug("Could not store what was learned: %s", err)
-            return
+            return True
         LOGGER.debug("Learned %s profile entries from %s turns", learned, len(pending))
+        return True
 
     async def _async_ask(
         self, pending: list[store.LoggedInteraction]
     ) -> list[LearnedFact] | None:
+        assistant = self.assistant
+        budget = int(assistant.budget.num_ctx * LEARNING_INPUT_SHARE)
         lines: list[str] = []
-        for interaction in pending:
-            lines.append(f"User: {interaction.user_text}")
-            lines.append(f"Assistant: {interaction.reply}")
-        messages = [
-            SystemMessage(content=LEARNING_PROMPT),
-            HumanMessage(content="\n".join(lines)),
+        used = assistant.counter.count(LEARNING_PROMPT)
+        for interaction in reversed(pending):
+            pair = [f"User: {interaction.user_text}", f"Assistant: {interaction.reply}"]
+            cost = sum(assistant.counter.count(line) + 1 for line in pair)
+            if lines and used + cost > budget:
+                break
+            lines[:0] = pair
+            used += cost
+        # The chat's own system prompt and tools first: the server's cached
+        # prefix stays, and the request costs only what follows it.
+        messages: list[AnyMessage] = [
+            SystemMessage(content=assistant.system_prompt),
+            HumanMessage(content=LEARNING_PROMPT + "\n\n" + "\n".join(lines)),
         ]
         try:
-            async with self.model_slots, asyncio.timeout(self.request_timeout):
-                response = await self.model.ainvoke(messages)
+            response = await assistant.background_model.ainvoke(messages)
         except Exception as err:  # noqa: BLE001 - learning is never worth an error
             LOGGER.debug("Could not learn from the conversation: %s", err)
             return None
+        if response.tool_calls:
+            return []
         return parse_learned(message_text(response))
 
     @callback

@@ -315,3 +315,16 @@ def mark_processed(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 def prune_interactions(conn: sqlite3.Connection, before: float) -> int:
     """Delete logged turns older than ``before``; return how many."""
     return conn.execute("DELETE FROM interaction_log WHERE ts < ?", (before,)).rowcount
+
+
+def unprocessed_interactions(
+    conn: sqlite3.Connection, limit: int
+) -> list[tuple[int, str]]:
+    """Return the oldest logged turns still waiting to be learned from."""
+    rows = conn.execute(
+        "SELECT id, person FROM interaction_log"
+        " WHERE tainted = 0 AND processed = 0 AND person IS NOT NULL"
+        " ORDER BY id LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [(int(row[0]), str(row[1])) for row in rows]

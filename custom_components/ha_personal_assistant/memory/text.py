@@ -162,3 +162,42 @@ def closeness(query: str, fact: str) -> float:
     )
     ratio = SequenceMatcher(None, normalize(query), normalize(fact)).ratio()
     return max(coverage, ratio if ratio >= VERBATIM_RATIO else 0.0)
+
+
+# A fact is the user's own when this share of its content words are words the
+# user wrote (and every number in it is one they wrote).
+GROUNDED_SHARE: Final = 0.6
+# Words match when one is the other plus at most this many letters of ending
+# ("prefers" / "prefer", "named" / "name", "Küche" / "Küchen").
+GROUNDED_ENDING: Final = 3
+
+
+def _same_word(first: str, second: str) -> bool:
+    if first == second:
+        return True
+    shorter, longer = sorted((first, second), key=len)
+    return (
+        len(shorter) >= MIN_STEM_LENGTH
+        and longer.startswith(shorter)
+        and len(longer) - len(shorter) <= GROUNDED_ENDING
+    )
+
+
+def grounded(fact: str, user_texts: list[str]) -> bool:
+    """Tell whether ``fact`` is made of the user's own words.
+
+    The rule for facts stored without asking: every number in the fact is one
+    the user wrote, and at least :data:`GROUNDED_SHARE` of its content words
+    (numbers included) are words the user wrote, with their endings allowed
+    to differ. Words only the model or a web page wrote cannot become a fact.
+    """
+    fact_words = tokens(fact)
+    if not fact_words:
+        return False
+    said = frozenset().union(*(tokens(text) for text in user_texts))
+    numbers = _numbers(fact_words)
+    if not numbers <= said:
+        return False
+    words = fact_words - numbers
+    found = sum(1 for word in words if any(_same_word(word, own) for own in said))
+    return (found + len(numbers)) / len(fact_words) >= GROUNDED_SHARE

@@ -173,6 +173,13 @@ MIGRATIONS: dict[int, str] = {
             dim INTEGER NOT NULL
         );
     """,
+    # The append-only history: which turn a summary reaches (it replaces the
+    # turns up to it at the next trim), and which answers read outside text.
+    6: """
+        ALTER TABLE conversation_sessions ADD COLUMN summary_turn TEXT;
+        ALTER TABLE conversation_history ADD COLUMN turn_id TEXT;
+        ALTER TABLE conversation_history ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -17,6 +17,9 @@ class Turn:
     assistant_id: int
     user: str
     assistant: str
+    # The answer was written while untrusted text was in the prompt.
+    tainted: bool = False
+    turn_id: str | None = None
 
 
 def append_turn(  # noqa: PLR0913 - one column each
@@ -28,15 +31,33 @@ def append_turn(  # noqa: PLR0913 - one column each
     user_text: str,
     reply: str,
     now: float,
+    tainted: bool = False,
+    turn_id: str | None = None,
 ) -> None:
-    """Store a user message and its answer."""
+    """Store a user message and its answer (once per turn id)."""
+    if (
+        turn_id is not None
+        and conn.execute(
+            "SELECT 1 FROM conversation_history WHERE turn_id = ? LIMIT 1", (turn_id,)
+        ).fetchone()
+        is not None
+    ):
+        return
     conn.executemany(
-        "INSERT INTO conversation_history"
-        " (session_id, conversation_key, person, role, content, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO conversation_history (session_id, conversation_key, person,"
+        " role, content, created_at, turn_id, tainted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            (session_id, conversation_key, person, "user", user_text, now),
-            (session_id, conversation_key, None, "assistant", reply, now),
+            (session_id, conversation_key, person, "user", user_text, now, turn_id, 0),
+            (
+                session_id,
+                conversation_key,
+                None,
+                "assistant",
+                reply,
+                now,
+                turn_id,
+                int(tainted),
+            ),
         ],
     )
 
@@ -44,19 +65,56 @@ def append_turn(  # noqa: PLR0913 - one column each
 def session_turns(conn: sqlite3.Connection, session_id: int) -> list[Turn]:
     """Return a session's turns, oldest first."""
     rows = conn.execute(
-        "SELECT id, role, content FROM conversation_history"
+        "SELECT id, role, content, tainted, turn_id FROM conversation_history"
         " WHERE session_id = ? ORDER BY id",
         (session_id,),
     ).fetchall()
     turns: list[Turn] = []
     pending: tuple[int, str] | None = None
-    for row_id, role, content in rows:
+    for row_id, role, content, tainted, turn_id in rows:
         if role == "user":
             pending = (row_id, content)
         elif pending is not None:
-            turns.append(Turn(pending[0], row_id, pending[1], content))
+            turns.append(
+                Turn(
+                    pending[0],
+                    row_id,
+                    pending[1],
+                    content,
+                    tainted=bool(tainted),
+                    turn_id=turn_id,
+                )
+            )
             pending = None
     return turns
+
+
+def summary_of_turn(
+    conn: sqlite3.Connection, session_id: int
+) -> tuple[str, str] | None:
+    """Return a session's summary and the turn id it reaches, if it has one."""
+    row = conn.execute(
+        "SELECT summary, summary_turn FROM conversation_sessions WHERE id = ?",
+        (session_id,),
+    ).fetchone()
+    if row is None or not row[0] or not row[1]:
+        return None
+    return str(row[0]), str(row[1])
+
+
+def set_turn_summary(
+    conn: sqlite3.Connection, session_id: int, summary: str, turn_id: str
+) -> None:
+    """Store a summary that reaches ``turn_id`` (and that turn's last row id)."""
+    row = conn.execute(
+        "SELECT MAX(id) FROM conversation_history WHERE turn_id = ?", (turn_id,)
+    ).fetchone()
+    upto = int(row[0]) if row and row[0] is not None else 0
+    conn.execute(
+        "UPDATE conversation_sessions SET summary = ?, summary_upto = ?,"
+        " summary_turn = ? WHERE id = ? AND COALESCE(summary_upto, 0) <= ?",
+        (summary, upto, turn_id, session_id, upto),
+    )
 
 
 def get_summary(conn: sqlite3.Connection, session_id: int) -> tuple[str | None, int]:
@@ -155,3 +213,11 @@ def clear_interactions(conn: sqlite3.Connection, chat_id: int | None) -> None:
             "DELETE FROM interaction_log WHERE conversation_key LIKE ?",
             (f"%:{chat_id}",),
         )
+
+
+def thread_of(conn: sqlite3.Connection, session_id: int) -> str | None:
+    """Return the LangGraph thread of a session."""
+    row = conn.execute(
+        "SELECT thread_id FROM conversation_sessions WHERE id = ?", (session_id,)
+    ).fetchone()
+    return str(row[0]) if row and row[0] else None

@@ -20,6 +20,7 @@ from ..const import (
     STORAGE_DIR,
 )
 from ..executor import BlockingExecutor
+from ..scheduler import ModelScheduler
 from .database import Database, FaultGate
 
 STORAGE_UNAVAILABLE = "storage_unavailable"
@@ -42,6 +43,13 @@ class SharedStorage:
     model_slots: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(MAX_CONCURRENT_MODEL_CALLS)
     )
+    # Background model calls wait for quiet and give way to turns, across
+    # every entry (they share the model server).
+    scheduler: ModelScheduler = field(init=False)
+
+    def __post_init__(self) -> None:
+        """Share the model slots with the scheduler."""
+        self.scheduler = ModelScheduler(self.model_slots)
 
 
 @dataclass(slots=True)

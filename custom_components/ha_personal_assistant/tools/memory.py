@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from ..memory.profile import MemoryRefusedError
 from ..memory.store import SaveOutcome
+from ..memory.text import grounded, tokens
 from .registry import ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ class RememberArgs(BaseModel):
 
     fact: str = Field(
         description=(
-            "One short sentence about the user, e.g. 'Likes the bedroom at 19 degrees'"
+            "One short sentence about the user in the user's own words and "
+            "language, e.g. 'Likes the bedroom at 19 degrees'"
         )
     )
     category: str | None = Field(
@@ -41,7 +43,17 @@ def memory_tools(memory: ProfileMemory) -> tuple[ToolSpec, ...]:
     """Return remember and forget, bound to the profile store, in a fixed order."""
 
     async def remember(ctx: ToolContext, args: RememberArgs) -> dict[str, Any]:
-        """Save what the user asked to be remembered."""
+        """Save what the user asked to be remembered, in their own words."""
+        if tokens(args.fact) and not grounded(args.fact, ctx.user_texts):
+            # The rule for facts stored without asking: they come from the
+            # user's own words in this (untainted) conversation, never from
+            # what the model or a page wrote.
+            msg = (
+                "Refused: a fact is remembered only in the user's own words "
+                "from this conversation. Write it with the words the user "
+                "used, or ask the user to say what to remember."
+            )
+            raise ToolError(msg)
         try:
             result = await memory.async_remember(_person(ctx), args.fact, args.category)
         except MemoryRefusedError as err:

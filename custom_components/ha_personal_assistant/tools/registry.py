@@ -6,7 +6,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -52,12 +52,18 @@ class ToolContext:
     # Facts the user must hear whatever the model writes, added to the reply.
     notices: list[str] = field(default_factory=list)
 
+    # The user's own words of every turn in the prompt (the remember rule).
+    user_texts: list[str] = field(default_factory=list)
+    # Untrusted text the running tool call returned (the registry resets it).
+    call_sources: list[str] = field(default_factory=list)
 
     def mark_tainted(self, source: str) -> None:
         """Record that untrusted text from ``source`` is now in the prompt."""
         self.tainted = True
         if source not in self.taint_sources:
             self.taint_sources.append(source)
+        if source not in self.call_sources:
+            self.call_sources.append(source)
 
 
 type ToolHandler = Callable[[ToolContext, Any], Awaitable[Any]]
@@ -112,6 +118,8 @@ class ToolOutcome:
     ok: bool
     # True when the call never reached a tool (unknown name, bad arguments).
     malformed: bool = False
+    # Where the untrusted text in ``content`` came from (empty: none).
+    untrusted: tuple[str, ...] = ()
 
 
 class ToolRegistry:
@@ -178,14 +186,16 @@ class ToolRegistry:
                 malformed=True,
             )
         start = time.monotonic()
+        ctx.call_sources = []
         try:
             if tool.writes_memory and ctx.tainted:
                 # The taint rule, here rather than in each tool: text from the
                 # web or a document must never end up in someone's profile.
                 msg = (
-                    "Refused: this turn read untrusted text (web or documents), "
-                    "so nothing may be remembered or forgotten now. Ask the user "
-                    "to say it again in a new message."
+                    "Refused: text from outside the house is in this conversation "
+                    f"({', '.join(ctx.taint_sources)}), so nothing may be "
+                    "remembered or forgotten now. Tell the user to say it again "
+                    "after /new."
                 )
                 raise ToolError(msg)  # noqa: TRY301 - refused like a tool refuses
             try:
@@ -217,6 +227,8 @@ class ToolRegistry:
         else:
             outcome = ToolOutcome(_to_text(result), ok=True)
             status = "ok"
+        if ctx.call_sources:
+            outcome = replace(outcome, untrusted=tuple(ctx.call_sources))
         duration_ms = (time.monotonic() - start) * 1000
         if ctx.database is not None:
             try:
