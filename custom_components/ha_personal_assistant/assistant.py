@@ -47,6 +47,7 @@ from .context import (
 )
 from .ollama_api import url_without_credentials
 from .security.links import filter_reply, find_links
+from .security.people import NOT_KNOWN_SOURCE
 from .stats import TurnStats
 from .store.database import Session
 from .tokens import (
@@ -89,6 +90,9 @@ class Speaker:
     name: str | None
     ha_user_id: str | None
     chat_id: int | None = None
+    # A known person (security/people.py): may change state and memory. The
+    # Telegram gateway decides it for every update; Assist users are HA users.
+    may_act: bool = True
 
     @property
     def profile_key(self) -> str:
@@ -307,10 +311,14 @@ class Assistant:
                 policy=self.policy,
                 profile_key=speaker.profile_key,
                 user_name=speaker.name,
+                may_act=speaker.may_act,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
         )
+        if not speaker.may_act:
+            # Someone the household did not let in wrote this: outside text.
+            runtime.tools.mark_tainted(NOT_KNOWN_SOURCE)
         runtime.assembler = ContextAssembler(
             budget=self.budget,
             counter=self.counter,
