@@ -405,6 +405,7 @@ async def test_memory_writes_are_refused_in_a_tainted_turn(
             person=ALICE,
             profile_key=ALICE,
             tainted=tainted,
+            may_act=True,
         )
 
     outcome = await registry.async_call(
@@ -783,7 +784,7 @@ async def test_a_full_profile_refuses_more(
     await memory.async_remember(ALICE, BEDROOM)
     (remember, _forget) = memory_tools(memory)
     registry = ToolRegistry([remember])
-    ctx = ToolContext(hass=None, database=None, person=ALICE)  # type: ignore[arg-type]
+    ctx = ToolContext(hass=None, database=None, person=ALICE, may_act=True)  # type: ignore[arg-type]
     ctx.user_texts = ["I drink coffee without sugar"]
     outcome = await registry.async_call(ctx, "remember", {"fact": COFFEE})
     assert outcome.content == (

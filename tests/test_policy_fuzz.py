@@ -25,6 +25,9 @@ from homeassistant.core import callback, valid_entity_id
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 
+from custom_components.ha_personal_assistant.security.people import (
+    async_ensure_acting_user,
+)
 from custom_components.ha_personal_assistant.security.permissions import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
@@ -458,6 +461,8 @@ def fast_demo_devices(monkeypatch: pytest.MonkeyPatch) -> None:
 async def test_a_malicious_model_cannot_do_harm(hass: HomeAssistant) -> None:
     """No confirm-by-default or blocked service runs, nothing hidden is touched."""
     await async_setup_policy_house(hass)
+    # Calls run as the integration's non-admin user, as they do once set up.
+    await async_ensure_acting_user(hass)
     # Seeded: the same ten thousand calls on every run.
     model = MaliciousModel(hass, random.Random(SEED))  # noqa: S311
     calls = model.sweep()

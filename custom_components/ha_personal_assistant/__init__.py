@@ -17,6 +17,7 @@ from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
 from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
+from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .services import async_setup_services
 from .store.shared import (
     async_acquire_storage,
@@ -66,6 +67,8 @@ async def async_setup_entry(
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
     async_check_policy(hass, entry)
+    # Every service call runs as an HA user: the mapped one, else this one.
+    await async_ensure_acting_user(hass)
     try:
         storage = await async_acquire_storage(hass)
     except sqlite3.Error as err:
@@ -145,5 +148,7 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue when the entry is deleted."""
+    """Drop the entry's repair issue; with the last entry, the HA user it acted as."""
     async_delete_policy_issue(hass, entry.entry_id)
+    if not hass.config_entries.async_entries(DOMAIN):
+        await async_remove_acting_user(hass)

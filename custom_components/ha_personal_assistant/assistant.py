@@ -51,6 +51,7 @@ from .context import (
 from .ollama_api import url_without_credentials
 from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
+from .security.people import NOT_KNOWN_SOURCE
 from .stats import TurnStats
 from .store.database import Session
 from .tokens import (
@@ -93,6 +94,9 @@ class Speaker:
     name: str | None
     ha_user_id: str | None
     chat_id: int | None = None
+    # A known person (security/people.py): may change state and memory. The
+    # Telegram gateway decides it for every update; Assist users are HA users.
+    may_act: bool = True
 
     @property
     def profile_key(self) -> str:
@@ -358,10 +362,17 @@ class Assistant:
                 policy=self.policy,
                 profile_key=speaker.profile_key,
                 user_name=speaker.name,
+                may_act=speaker.may_act,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
         )
+        text_sources: list[str] = []
+        if not speaker.may_act:
+            # Someone the household did not let in wrote this: outside text,
+            # for as long as the message stays in the prompt.
+            runtime.tools.mark_tainted(NOT_KNOWN_SOURCE)
+            text_sources.append(NOT_KNOWN_SOURCE)
         entities = self.entities.rank(
             self.hass, text, domain_names=await self._async_domain_names()
         )
@@ -394,6 +405,7 @@ class Assistant:
         state: AgentState = {
             "turn_id": turn_id,
             "text": text,
+            "text_sources": text_sources,
             "summary_update": None,
         }
         if stored and self.history is not None:

@@ -207,7 +207,7 @@ class PersonalAssistantConversationEntity(
         if answer is not None:
             # Read by the integration, never by the model.
             decided = await confirmations.async_decide(
-                pending, user=speaker.person, confirm=answer
+                pending, user=speaker.person, confirm=answer, may_act=speaker.may_act
             )
             reply = decided.text
             data.assistant.stats.async_notify()

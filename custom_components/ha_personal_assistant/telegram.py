@@ -37,6 +37,7 @@ from .security.confirmations import (
     Outcome,
     summarize,
 )
+from .security.people import NOT_KNOWN_REPLY, is_known
 from .store import search_audit
 from .store.shared import async_claim_telegram, async_release_telegram
 
@@ -81,6 +82,8 @@ CMD_CONFIRM: Final = "/confirm"
 CMD_CANCEL: Final = "/cancel"
 RECENT_ACTIONS: Final = 10
 RECENT_SEARCHES: Final = 10
+# Decisions that leave the request as it was: its message is not edited.
+_NOT_DECIDED: Final = (Outcome.NOT_YOURS, Outcome.NOT_FOUND, Outcome.NOT_ALLOWED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -561,6 +564,7 @@ class TelegramGateway:
             name=incoming.first_name,
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             chat_id=incoming.chat_id,
+            may_act=self._is_known(incoming),
         )
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
@@ -578,7 +582,9 @@ class TelegramGateway:
             typing.cancel()
         await stream.async_finish(result.reply)
         self.last_latency = time.monotonic() - started
-        if result.proposals:
+        if result.proposals and speaker.may_act:
+            # Never a Confirm button for someone who may not act (the tools
+            # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
         self.assistant.stats.async_record_result("telegram", result, self.last_latency)
         # Only now: summaries and learning must never delay the reply.
@@ -645,7 +651,10 @@ class TelegramGateway:
                 user=_person(incoming),
             )
             result = await self.confirmations.async_decide(
-                action, user=_person(incoming), confirm=incoming.command == CMD_CONFIRM
+                action,
+                user=_person(incoming),
+                confirm=incoming.command == CMD_CONFIRM,
+                may_act=self._is_known(incoming),
             )
         except Exception:  # noqa: BLE001 - the press must be answered
             # The claim makes a retry safe: it cannot run the action twice.
@@ -659,7 +668,7 @@ class TelegramGateway:
             self.confirmations.fault("before_answer")
             await self._async_answer_press(incoming, result.text)
             self.confirmations.fault("before_edit")
-            if result.outcome not in (Outcome.NOT_YOURS, Outcome.NOT_FOUND):
+            if result.outcome not in _NOT_DECIDED:
                 await self._async_show_outcome(incoming, result, incoming.message_id)
         except Exception:  # noqa: BLE001 - the action is settled; only the display failed
             LOGGER.exception("Could not show the outcome of a pending action")
@@ -701,12 +710,12 @@ class TelegramGateway:
             token=token or None, conversation_key=incoming.key, user=_person(incoming)
         )
         result = await self.confirmations.async_decide(
-            action, user=_person(incoming), confirm=name == CMD_CONFIRM
+            action,
+            user=_person(incoming),
+            confirm=name == CMD_CONFIRM,
+            may_act=self._is_known(incoming),
         )
-        if result.action is not None and result.outcome not in (
-            Outcome.NOT_YOURS,
-            Outcome.NOT_FOUND,
-        ):
+        if result.action is not None and result.outcome not in _NOT_DECIDED:
             await self._async_show_outcome(incoming, result, result.action.message_id)
         self.assistant.stats.async_notify()
         return result.text
@@ -774,6 +783,9 @@ class TelegramGateway:
             reply = await self._async_recent_actions(incoming)
         elif command == "/searchlog":
             reply = await self._async_recent_searches(incoming)
+        elif command == "/forget" and not self._is_known(incoming):
+            # Memory writes are for known people only.
+            reply = NOT_KNOWN_REPLY
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(
@@ -787,6 +799,16 @@ class TelegramGateway:
         else:
             reply = REPLY_UNKNOWN_COMMAND.format(command=command)
         await self._async_send(incoming, reply)
+
+    def _is_known(self, incoming: Incoming) -> bool:
+        """Tell whether the sender may change state and confirm (see people.py)."""
+        return is_known(
+            self.hass,
+            bot_entry_id=incoming.bot_entry_id,
+            user_id=incoming.user_id,
+            allowed_user_ids=self.allowed_user_ids,
+            user_mapping=self.user_mapping,
+        )
 
     async def _async_keep_typing(self, incoming: Incoming) -> None:
         """Show 'typing…' until cancelled; Telegram clears it after 5 seconds."""

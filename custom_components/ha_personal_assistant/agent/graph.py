@@ -72,9 +72,11 @@ class AgentState(TypedDict, total=False):
     # context block it carried), then the current turn. Earlier turns keep
     # their bytes, so the model server reuses its cache for all of them.
     messages: Annotated[list[AnyMessage], add_messages]
-    # Id of this turn's user message and the user's words (the input).
+    # Id of this turn's user message and the user's words (the input), and
+    # what makes those words untrusted (someone the house does not know).
     turn_id: str
     text: str
+    text_sources: list[str]
     # What opens the history: a summary of turns that left it, or of the last
     # session. Changes only at a trim.
     opening: str
@@ -233,6 +235,8 @@ async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str,
         summary=state.get("summary_update"),
     )
     turn.prepared = prepared
+    if sources := state.get("text_sources"):
+        mark_message(prepared.user, sources)
     if prepared.notice:
         turn.tools.notices.append(prepared.notice)
     return {
@@ -245,6 +249,7 @@ async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str,
         "opening": prepared.opening,
         "summary_update": None,
         "session_opening": "",
+        "text_sources": [],
         "feedback_rounds": 0,
         "tool_rounds": 0,
     }

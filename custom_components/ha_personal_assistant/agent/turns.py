@@ -44,6 +44,7 @@ STUB_ANSWER: Final = (
     "(My answer to this used text from outside the house ({sources}); it was "
     "removed from the conversation.)"
 )
+REMOVED_MESSAGE: Final = "(A message from someone this assistant does not know.)"
 # A trim without a written summary keeps the user's own earlier questions.
 MAX_OPENING_CHARS: Final = 1500
 MAX_ASKED_CHARS: Final = 160
@@ -131,11 +132,10 @@ def stub_turn(turn: Sequence[AnyMessage]) -> list[AnyMessage]:
         id=f"{STUB_PREFIX}{first.id}",
     )
     if untrusted_sources(first):
-        # Never the case for a user's message; a stand-in says what was asked.
+        # The message itself was outside text (someone the house does not
+        # know wrote it): a fixed stand-in, none of its words.
         first = HumanMessage(
-            content=user_text(first),
-            id=first.id,
-            additional_kwargs={USER_TEXT: user_text(first)},
+            content=REMOVED_MESSAGE, id=first.id, additional_kwargs={USER_TEXT: ""}
         )
     return [first, note]
 

@@ -23,6 +23,7 @@ from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
+from .people import NOT_KNOWN_DECISION
 from .permissions import Decision, ResolvedCall, evaluate_call
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ class Outcome(StrEnum):
     EXPIRED = "expired"
     NOT_FOUND = "not_found"
     NOT_YOURS = "not_yours"
+    # The sender is not known (a guest in a group): may never decide.
+    NOT_ALLOWED = "not_allowed"
     ALREADY = "already"
 
 
@@ -193,10 +196,21 @@ class ConfirmationManager:
             lambda conn: store.newest_pending(conn, conversation_key, user)
         )
 
-    async def async_decide(
-        self, action: PendingAction | None, *, user: str, confirm: bool
+    async def async_decide(  # noqa: PLR0911 - an outcome per reason
+        self,
+        action: PendingAction | None,
+        *,
+        user: str,
+        confirm: bool,
+        may_act: bool,
     ) -> DecisionResult:
-        """Confirm or cancel an action for ``user``; runs it at most once."""
+        """Confirm or cancel an action for ``user``; runs it at most once.
+
+        ``may_act`` says whether ``user`` is a known person: anyone else never
+        confirms or cancels, not even as an admin.
+        """
+        if not may_act:
+            return DecisionResult(Outcome.NOT_ALLOWED, NOT_KNOWN_DECISION, action)
         if action is None:
             return DecisionResult(
                 Outcome.NOT_FOUND, "Nothing is waiting for your confirmation."

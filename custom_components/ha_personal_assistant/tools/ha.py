@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
 from ..security.firewall import check_text, withheld_note
+from ..security.people import acting_user_id
 from ..security.permissions import (
     ASSISTANT,
     Decision,
@@ -223,13 +224,20 @@ async def async_run_calls(
     ha_user_id: str | None,
     person: str | None = None,
 ) -> None:
-    """Run resolved calls one after the other, as the mapped HA user.
+    """Run resolved calls one after the other, as an HA user, never as the system.
 
-    Each executed call fires ``ha_personal_assistant_action_executed`` with the
+    The user is ``ha_user_id`` (the person's mapped HA user), else the
+    integration's own non-admin user; without either nothing runs. Each
+    executed call fires ``ha_personal_assistant_action_executed`` with the
     resolved action, for automations and the logbook. Raises ToolError with a
     sentence the model or the user can read.
     """
-    context = Context(user_id=ha_user_id)
+    acting = ha_user_id or acting_user_id(hass)
+    if acting is None:
+        # A Context without a user is the system: HA would check nothing.
+        msg = "there is no Home Assistant user to act as, so nothing was done"
+        raise ToolError(msg)
+    context = Context(user_id=acting)
     for call in calls:
         name = f"{call.domain}.{call.service}"
         try:
@@ -257,7 +265,7 @@ async def async_run_calls(
                 "service": call.service,
                 "entity_ids": list(call.entity_ids),
                 "user": person,
-                "ha_user_id": ha_user_id,
+                "ha_user_id": acting,
             },
             context=context,
         )

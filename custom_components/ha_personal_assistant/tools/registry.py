@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ValidationError
 
 from ..const import LOGGER
+from ..security.people import NOT_KNOWN_REPLY, NOT_KNOWN_TOOL
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -51,7 +52,10 @@ class ToolContext:
     allowed_urls: set[str] = field(default_factory=set)
     # Facts the user must hear whatever the model writes, added to the reply.
     notices: list[str] = field(default_factory=list)
-
+    # Whether the speaker may change state and memory: a known person (see
+    # security/people.py). Off unless the caller says so; the registry refuses
+    # every state-changing or memory-writing tool without it.
+    may_act: bool = False
     # The user's own words of every turn in the prompt (the remember rule).
     user_texts: list[str] = field(default_factory=list)
     # Untrusted text the running tool call returned (the registry resets it).
@@ -188,6 +192,12 @@ class ToolRegistry:
         start = time.monotonic()
         ctx.call_sources = []
         try:
+            if (tool.changes_state or tool.writes_memory) and not ctx.may_act:
+                # A guest in a group: answers, never actions, whatever the
+                # model was talked into. The user hears it from us, not the model.
+                if NOT_KNOWN_REPLY not in ctx.notices:
+                    ctx.notices.append(NOT_KNOWN_REPLY)
+                raise ToolError(NOT_KNOWN_TOOL)  # noqa: TRY301 - refused like a tool refuses
             if tool.writes_memory and ctx.tainted:
                 # The taint rule, here rather than in each tool: text from the
                 # web or a document must never end up in someone's profile.
