@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from .agent.prompts import CONTEXT_HEADER, SUMMARY_HEADER
 from .security.firewall import mark_untrusted
+from .security.trust import context_state
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .tools.ha import exposed_states
 
@@ -429,7 +430,9 @@ class EntityIndex:
     def _line(self, state: State) -> tuple[str, bool]:
         """Return an entity's context line, and whether it is always shown."""
         area_label = self._entities[state.entity_id][2]
-        text = f"{state.entity_id} | {state.name} | {state.state}"
+        # A state written outside the house never enters the context block:
+        # a placeholder says how to read it (get_state fences and taints).
+        text = f"{state.entity_id} | {state.name} | {context_state(state)}"
         if area_label:
             text += f" | {area_label}"
         always = state.domain in ALWAYS_ON_DOMAINS or (
