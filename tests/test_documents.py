@@ -47,7 +47,7 @@ from custom_components.ha_personal_assistant.documents import DocumentIndex
 from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
 from .common import MODEL, async_setup_house, last_user_content, tool_results
-from .telegram_harness import ALICE_ID
+from .telegram_harness import ALICE_ID, BOB_ID
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -677,3 +677,136 @@ async def test_diagnostics_describe_the_vector_search(
     assert documents["embed_error"] is None
     assert "Meyer Heating" not in json.dumps(diagnostics)
     assert diagnostics["counts"]["rag_documents"] >= 2
+
+
+def _turn_requests(fake_ollama: FakeOllama, since: int, text: str) -> list[Any]:
+    """Return the chat requests that answer ``text`` (not background work)."""
+    return [
+        request
+        for request in fake_ollama.chat_requests[since:]
+        if last_user_content(request).startswith(text)
+    ]
+
+
+def _aquarium_and_attic(hass: HomeAssistant) -> str:
+    """Add an exposed heater in the Fish Room and a hidden fan in the attic."""
+    registry = er.async_get(hass)
+    cellar = fr.async_get(hass).async_create("Cellar level")
+    fish_room = ar.async_get(hass).async_create("Fish Room", floor_id=cellar.floor_id)
+    attic = ar.async_get(hass).async_create("Dusty Attic")
+    heater = registry.async_get_or_create(
+        "switch", "test", "aquarium", suggested_object_id="aquarium_heater"
+    ).entity_id
+    registry.async_update_entity(
+        heater, area_id=fish_room.id, aliases={"fish tank warmer"}
+    )
+    hass.states.async_set(heater, "on", {"friendly_name": "Aquarium Heater"})
+    async_expose_entity(hass, "conversation", heater, True)
+    # The attic holds only a hidden fan: the attic is not described at all.
+    fan = registry.async_get_or_create(
+        "fan", "test", "attic", suggested_object_id="attic_fan"
+    ).entity_id
+    registry.async_update_entity(fan, area_id=attic.id)
+    hass.states.async_set(fan, "off", {"friendly_name": "Attic Fan"})
+    async_expose_entity(hass, "conversation", fan, False)
+    return heater
+
+
+async def test_a_hidden_entity_leaves_ha_knowledge_at_once(
+    hass: HomeAssistant,
+    house: None,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Hidden now: never shown again, gone from the index after the debounce."""
+    heater = _aquarium_and_attic(hass)
+    entry = await async_setup_documents(hass, fake_ollama)
+    index = index_of(entry)
+    every = " ".join(t for (t,) in rows(entry, "SELECT text FROM rag_chunks"))
+    assert "The area Fish Room is on the floor Cellar level." in every
+    assert "Dusty Attic" not in every
+    assert "Attic Fan" not in every
+
+    question = "Where is the fish tank warmer?"
+    fake_ollama.tool_call("search_documents", {"query": "fish tank warmer"}).reply(
+        "Found it."
+    )
+    since = len(fake_ollama.chat_requests)
+    await telegram.send_text(question)
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    first, second = _turn_requests(fake_ollama, since, question)
+    # Exposed: the automatic context and the search both describe it.
+    assert f"Aquarium Heater ({heater})" in last_user_content(first)
+    (found,) = tool_results(second)
+    assert f"Aquarium Heater ({heater}) is a switch in the area Fish Room" in found
+
+    # Hidden, and asked again at once (another chat, no history to carry it).
+    async_expose_entity(hass, "conversation", heater, False)
+    fake_ollama.tool_call("search_documents", {"query": "fish tank warmer"}).reply(
+        "I don't know."
+    )
+    since = len(fake_ollama.chat_requests)
+    await telegram.send_text(question, chat_id=BOB_ID)
+    await telegram.wait_for_sent(1, chat_id=BOB_ID)
+    requests = _turn_requests(fake_ollama, since, question)
+    assert len(requests) == 2
+    # The model searched again...
+    assert requests[-1]["messages"][-2]["tool_calls"][0]["function"]["name"] == (
+        "search_documents"
+    )
+    # ...but neither the search nor the context names the hidden entity or
+    # describes its area, which has nothing exposed any more.
+    for request in requests:
+        sent = json.dumps(request, ensure_ascii=False)
+        for name in (heater, "Aquarium Heater", "Fish Room", "Cellar level"):
+            assert name not in sent
+    # That was the check at reading time: the index still holds the passage.
+    every = " ".join(t for (t,) in rows(entry, "SELECT text FROM rag_chunks"))
+    assert heater in every
+
+    # After the debounce the index itself is rebuilt without it.
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
+    await hass.async_block_till_done()
+    await index.async_wait_idle()
+    every = " ".join(t for (t,) in rows(entry, "SELECT text FROM rag_chunks"))
+    assert heater not in every
+    assert "Aquarium Heater" not in every
+    assert "Fish Room" not in every
+    assert "light.kitchen_lights" in every
+    # Exposed again: back after the next debounce, without waiting a day.
+    async_expose_entity(hass, "conversation", heater, True)
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=62))
+    await hass.async_block_till_done()
+    await index.async_wait_idle()
+    hits = await index.async_query("fish tank warmer")
+    assert any(heater in hit.content for hit in hits)
+
+
+async def test_stale_ha_passages_are_cut_to_what_is_still_true(
+    hass: HomeAssistant, house: None, fake_ollama: FakeOllama
+) -> None:
+    """A renamed entity: its old line is dropped at once, the new one indexed soon."""
+    entry = await async_setup_documents(hass, fake_ollama)
+    index = index_of(entry)
+    hits = await index.async_query("Kitchen Lights light")
+    (old_hit,) = [
+        h for h in hits if "Kitchen Lights (light.kitchen_lights)" in h.content
+    ]
+    others = [p for p in old_hit.content.split("\n\n") if "kitchen_lights" not in p]
+    assert others
+    # A rename through the state, not the registry: the index is a rename behind.
+    old = hass.states.get("light.kitchen_lights")
+    hass.states.async_set(
+        "light.kitchen_lights", old.state, {**old.attributes, "friendly_name": "Galley"}
+    )
+    hits = await index.async_query("Kitchen Lights light")
+    assert not any("Kitchen Lights" in hit.content for hit in hits)
+    # The rest of that passage is still true and still shown.
+    (same,) = [h for h in hits if h.title == old_hit.title]
+    assert same.content == "\n\n".join(others)
+    # The rename was noticed: after the debounce the new name is indexed.
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
+    await hass.async_block_till_done()
+    await index.async_wait_idle()
+    hits = await index.async_query("Galley light")
+    assert any("Galley (light.kitchen_lights)" in hit.content for hit in hits)

@@ -14,6 +14,7 @@ from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
 
+from custom_components.ha_personal_assistant.security.firewall import unmark
 from custom_components.ha_personal_assistant.tools import web
 from custom_components.ha_personal_assistant.tools.registry import (
     ToolContext,
@@ -239,7 +240,8 @@ async def test_a_media_title_taints_the_turn_and_is_withheld(
     assert hass.states.get(KITCHEN).state == "on"
     state, call = tool_results(fake_ollama.chat_requests[-1])
     assert "unlock" not in state
-    assert "Daft Punk" in state
+    # Fenced like web text: datamarked between the firewall's random markers.
+    assert "Daft Punk" in unmark(state.split("<data-", 1)[1])
     assert "never instructions" in state
     assert "waiting_for_confirmation" in call
 

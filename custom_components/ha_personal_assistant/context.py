@@ -28,6 +28,7 @@ from .agent.turns import (
     with_opening,
 )
 from .security.firewall import mark_untrusted
+from .security.trust import context_state
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .tools.ha import exposed_states
 
@@ -224,8 +225,8 @@ class EntityLine:
 
 
 def shown_state(state: State) -> str:
-    """Return an entity's state as a context line shows it."""
-    return _one_line(state.state)
+    """Return an entity's state as a context line shows it (a placeholder for text)."""
+    return _one_line(context_state(state))
 
 
 def _one_line(text: str) -> str:
@@ -457,6 +458,8 @@ class EntityIndex:
     def _line(self, state: State) -> tuple[str, bool, str]:
         """Return an entity's line, whether it is always shown, and its short line."""
         area_label = self._entities[state.entity_id][2]
+        # A state written outside the house never enters the context block:
+        # a placeholder says how to read it (get_state fences and taints).
         value = shown_state(state)
         text = f"{state.entity_id} | {state.name} | {value}"
         if area_label:

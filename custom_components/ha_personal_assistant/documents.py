@@ -12,10 +12,17 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_listen_entity_updates,
+)
+from homeassistant.const import EVENT_STATE_CHANGED
+from homeassistant.core import Event, EventStateChangedData, HassJob, callback
 from homeassistant.helpers import area_registry as ar
+from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.helpers.event import async_call_later
 
 from .const import (
     CHUNK_CHARS,
@@ -30,11 +37,12 @@ from .const import (
 )
 from .ollama_api import OllamaError, async_embed, url_without_credentials
 from .repairs import async_update_vector_issue
+from .security.permissions import ASSISTANT
 from .store.vectors import MAINTENANCE_TIMEOUT
 from .tools.ha import exposed_states
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
 
     from homeassistant.config_entries import ConfigEntry
@@ -45,6 +53,16 @@ if TYPE_CHECKING:
 
 # Document hits at or above this similarity may enter the context on their own.
 AUTO_CONTEXT_MIN_SCORE: Final = 0.45
+# After what is exposed, named or placed changes, HA knowledge is rebuilt
+# this many seconds later (one rebuild for a burst of changes).
+HA_KNOWLEDGE_DEBOUNCE: Final = 30.0
+# Registry changes that can change what HA knowledge says.
+_REGISTRY_EVENTS: Final = (
+    er.EVENT_ENTITY_REGISTRY_UPDATED,
+    dr.EVENT_DEVICE_REGISTRY_UPDATED,
+    ar.EVENT_AREA_REGISTRY_UPDATED,
+    fr.EVENT_FLOOR_REGISTRY_UPDATED,
+)
 
 SOURCE_DOCUMENT: Final = "document"
 SOURCE_FILE: Final = "file"
@@ -164,23 +182,22 @@ def chunk_text(
     return chunks
 
 
-def _area_and_floor(
+def _area_of(
     hass: HomeAssistant, entry: er.RegistryEntry | None
-) -> tuple[str | None, str | None]:
+) -> ar.AreaEntry | None:
+    """Return the entity's area, its own or its device's."""
     if entry is None:
-        return None, None
+        return None
     area_id = entry.area_id
     if area_id is None and entry.device_id is not None:
-        from homeassistant.helpers import device_registry as dr  # noqa: PLC0415
-
         device = dr.async_get(hass).async_get(entry.device_id)
         area_id = device.area_id if device is not None else None
-    area = ar.async_get(hass).async_get_area(area_id) if area_id else None
-    if area is None:
-        return None, None
-    floor_id = area.floor_id
-    floor_entry = fr.async_get(hass).async_get_floor(floor_id) if floor_id else None
-    return area.name, floor_entry.name if floor_entry is not None else None
+    return ar.async_get(hass).async_get_area(area_id) if area_id else None
+
+
+def _floor_name(hass: HomeAssistant, area: ar.AreaEntry) -> str | None:
+    floor = fr.async_get(hass).async_get_floor(area.floor_id) if area.floor_id else None
+    return floor.name if floor is not None else None
 
 
 def _aliases(entry: er.RegistryEntry | None) -> list[str]:
@@ -203,20 +220,25 @@ def _description(hass: HomeAssistant, entity_id: str) -> str:
 def ha_knowledge(hass: HomeAssistant) -> dict[str, str]:  # noqa: PLR0912
     """Describe the exposed part of the house as text documents, by title.
 
-    Only entities exposed to Assist appear; run on the event loop (registries).
+    Only entities exposed to Assist appear, and only the areas and floors they
+    are in; run on the event loop (registries). A few milliseconds for
+    thousands of entities: cheap enough to check every search result against.
     """
     registry = er.async_get(hass)
     by_area: dict[str, list[str]] = {}
     automations: list[str] = []
     scenes: list[str] = []
+    # Only areas with something exposed in them are described at all.
+    described: dict[str, ar.AreaEntry] = {}
     for state in exposed_states(hass):
         entry = registry.async_get(state.entity_id)
-        area, floor = _area_and_floor(hass, entry)
+        area = _area_of(hass, entry)
         domain = state.domain
         line = f"{state.name} ({state.entity_id}) is a {domain.replace('_', ' ')}"
-        if area:
-            line += f" in the area {area}"
-            if floor:
+        if area is not None:
+            described[area.id] = area
+            line += f" in the area {area.name}"
+            if floor := _floor_name(hass, area):
                 line += f" on the floor {floor}"
         line += "."
         if aliases := _aliases(entry):
@@ -228,24 +250,21 @@ def ha_knowledge(hass: HomeAssistant) -> dict[str, str]:  # noqa: PLR0912
         elif domain == "scene":
             scenes.append(line)
         else:
-            by_area.setdefault(area or "no area", []).append(line)
+            by_area.setdefault(area.name if area is not None else "no area", []).append(
+                line
+            )
     docs: dict[str, str] = {}
-    for area, lines in sorted(by_area.items()):
-        docs[f"Home Assistant devices: {area}"] = "\n\n".join(lines)
+    for area_name, lines in sorted(by_area.items()):
+        docs[f"Home Assistant devices: {area_name}"] = "\n\n".join(lines)
     if automations:
         docs["Home Assistant automations"] = "\n\n".join(automations)
     if scenes:
         docs["Home Assistant scenes"] = "\n\n".join(scenes)
-    floors = fr.async_get(hass)
     area_lines = []
-    for area_entry in sorted(
-        ar.async_get(hass).async_list_areas(), key=lambda a: a.name
-    ):
+    for area_entry in sorted(described.values(), key=lambda a: a.name):
         line = f"The area {area_entry.name}"
-        if area_entry.floor_id and (
-            on_floor := floors.async_get_floor(area_entry.floor_id)
-        ):
-            line += f" is on the floor {on_floor.name}"
+        if on_floor := _floor_name(hass, area_entry):
+            line += f" is on the floor {on_floor}"
         line += "."
         if area_entry.aliases:
             line += f" Also called: {', '.join(sorted(area_entry.aliases))}."
@@ -253,6 +272,31 @@ def ha_knowledge(hass: HomeAssistant) -> dict[str, str]:  # noqa: PLR0912
     if area_lines:
         docs["Home Assistant areas and floors"] = "\n\n".join(area_lines)
     return docs
+
+
+def still_known(title: str, content: str, knowledge: Mapping[str, str]) -> str:
+    """Return the part of an HA knowledge chunk that is still true now.
+
+    The index is rebuilt in the background, so a chunk may describe an entity
+    that was hidden since, or an area with nothing exposed any more. Every
+    paragraph (or run of sentences of one) must still be in what
+    :func:`ha_knowledge` says now under the same title; the rest is dropped.
+    Only text about exposed entities can pass, however stale the index.
+    """
+    current = knowledge.get(title)
+    if current is None:
+        return ""
+    return "\n\n".join(
+        part for part in content.split("\n\n") if part.strip() and part in current
+    )
+
+
+@callback
+def _renamed_or_new(event_data: EventStateChangedData) -> bool:
+    """Tell whether a state change can change HA knowledge (name, existence)."""
+    old = event_data["old_state"]
+    new = event_data["new_state"]
+    return old is None or new is None or old.name != new.name
 
 
 def read_folder(folder: Path) -> dict[str, str]:
@@ -334,6 +378,13 @@ class DocumentIndex:
         self._sync_lock = asyncio.Lock()
         # Logged once when embedding fails and once when it works again.
         self.embed_error: str | None = None
+        # The pending rebuild of HA knowledge after a change (debounced).
+        self._ha_timer: Callable[[], None] | None = None
+        self._ha_job = HassJob(
+            self._async_ha_timer_fired,
+            "ha_personal_assistant HA knowledge changed",
+            cancel_on_shutdown=True,
+        )
 
     # ------------------------------------------------------------- lifecycle
 
@@ -351,10 +402,52 @@ class DocumentIndex:
             self._started.set()
 
     def start(self) -> None:
-        """Start :meth:`async_start` as a background task of the entry."""
+        """Start :meth:`async_start` as a background task of the entry.
+
+        From then on, changes to what is exposed to Assist, to the registries
+        and to entity names rebuild HA knowledge (debounced).
+        """
         self._starter = self.entry.async_create_background_task(
             self.hass, self.async_start(), "ha_personal_assistant documents"
         )
+        on_unload = self.entry.async_on_unload
+        on_unload(
+            async_listen_entity_updates(self.hass, ASSISTANT, self._async_ha_changed)
+        )
+        for event_type in _REGISTRY_EVENTS:
+            on_unload(self.hass.bus.async_listen(event_type, self._async_ha_changed))
+        on_unload(
+            self.hass.bus.async_listen(
+                EVENT_STATE_CHANGED,
+                self._async_ha_changed,
+                event_filter=_renamed_or_new,
+            )
+        )
+        on_unload(self._async_cancel_ha_timer)
+
+    @callback
+    def _async_ha_changed(self, _event: Event[Any] | None = None) -> None:
+        """Rebuild HA knowledge a little later; one rebuild per burst of changes.
+
+        Until then, searches check each HA passage against the house as it is
+        now (see :func:`still_known`), so a hidden entity is never shown.
+        """
+        if self._stopped or self._ha_timer is not None:
+            return
+        self._ha_timer = async_call_later(
+            self.hass, HA_KNOWLEDGE_DEBOUNCE, self._ha_job
+        )
+
+    @callback
+    def _async_ha_timer_fired(self, _now: Any) -> None:
+        self._ha_timer = None
+        self.refresh_ha()
+
+    @callback
+    def _async_cancel_ha_timer(self) -> None:
+        if self._ha_timer is not None:
+            self._ha_timer()
+            self._ha_timer = None
 
     async def async_stop(self) -> None:
         """Stop indexing and embedding; call it before the database closes."""
@@ -639,7 +732,8 @@ class DocumentIndex:
         if not query.strip() or len(self.vectors) == 0:
             return []
         vector = await self._async_query_vector(query)
-        pairs = await self.vectors.async_search(vector, k)
+        # A few more than asked for: stale HA passages are dropped below.
+        pairs = await self.vectors.async_search(vector, 2 * k)
         if not pairs:
             return []
         ids = [chunk_id for chunk_id, _ in pairs]
@@ -657,17 +751,32 @@ class DocumentIndex:
             }
 
         rows = await self.database.async_run(_read)
-        return [
-            DocumentHit(
-                title=rows[chunk_id][0],
-                content=rows[chunk_id][1],
-                score=score,
-                source=rows[chunk_id][2],
-                trusted=rows[chunk_id][2] == SOURCE_HA,
+        hits: list[DocumentHit] = []
+        knowledge: dict[str, str] | None = None
+        for chunk_id, score in pairs:
+            if chunk_id not in rows:
+                continue
+            title, content, source = rows[chunk_id]
+            if source == SOURCE_HA:
+                # Checked against the house as it is now, not as it was
+                # indexed: what was hidden since is never shown.
+                if knowledge is None:
+                    knowledge = ha_knowledge(self.hass)
+                content = still_known(title, content, knowledge)
+                if not content:
+                    continue
+            hits.append(
+                DocumentHit(
+                    title=title,
+                    content=content,
+                    score=score,
+                    source=source,
+                    trusted=source == SOURCE_HA,
+                )
             )
-            for chunk_id, score in pairs
-            if chunk_id in rows
-        ]
+            if len(hits) == k:
+                break
+        return hits
 
     async def async_search(
         self, query: str, k: int = SEARCH_RESULTS

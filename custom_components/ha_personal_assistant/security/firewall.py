@@ -989,19 +989,26 @@ def withheld_note(result: FirewallResult) -> str:
 
 
 def mark_untrusted_parts(
-    parts: Sequence[str], *, source: str, max_chars: int = UNTRUSTED_MAX_CHARS
+    parts: Sequence[str],
+    *,
+    source: str,
+    max_chars: int = UNTRUSTED_MAX_CHARS,
+    labels: Sequence[str] | None = None,
 ) -> tuple[str, int]:
     """Fence several untrusted items (e.g. search results) in one data block.
 
     Each item is checked on its own: one poisoned result is withheld, the
-    others stay. Returns the block and how many items were withheld.
+    others stay. ``labels``, written by the integration, say which item is
+    which ("sensor.news state"); they stand before the item, unmarked, and
+    stay when the item is withheld. Returns the block and how many items
+    were withheld.
     """
     fence = secrets.token_hex(6)
     mark = secrets.choice(DATAMARKS)
     bodies: list[str] = []
     withheld = 0
     budget = max_chars
-    for part in parts:
+    for index, part in enumerate(parts):
         result = check_text(part)
         if result.flagged:
             withheld += 1
@@ -1010,6 +1017,8 @@ def mark_untrusted_parts(
             # The fence is random; look-alike fences are rewritten anyway.
             text = _FENCE_LIKE.sub("(data)", result.clean_text[: max(budget, 0)])
             body = datamark(text, mark)
+        if labels is not None and index < len(labels):
+            body = f"{labels[index]}: {body}"
         budget -= len(body)
         bodies.append(body)
         if budget <= 0:
