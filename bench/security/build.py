@@ -11,7 +11,7 @@ Two steps:
 2. Always: generate ``injections.jsonl``, ``benign_texts.jsonl``,
    ``pii_queries.jsonl`` and ``benign_queries.jsonl`` from ``sources/`` and
    the templates below, with seeded randomness; the ``pii13_`` files of
-   issue #13 from ``pii13.py`` and ``sources/pii13_holdout.txt``.
+   issue #13 from ``pii13.py`` and ``sources/pii13_hand.txt``.
 
 Run: ``.venv/bin/python bench/security/build.py [--extract /tmp/wheels]``
 """
@@ -1100,9 +1100,9 @@ def generate() -> None:
     rows, benign_rows = pii13.dev_rows()
     _write_jsonl("pii13_queries.jsonl", rows)
     _write_jsonl("pii13_benign_queries.jsonl", benign_rows)
-    rows, benign_rows = pii13.holdout_rows()
-    _write_jsonl("pii13_holdout_queries.jsonl", rows)
-    _write_jsonl("pii13_holdout_benign_queries.jsonl", benign_rows)
+    rows, benign_rows = pii13.hand_rows()
+    _write_jsonl("pii13_hand_queries.jsonl", rows)
+    _write_jsonl("pii13_hand_benign_queries.jsonl", benign_rows)
     positives, negatives = _holdout_rows()
     _write_jsonl("holdout_injections.jsonl", positives)
     _write_jsonl("holdout_benign_texts.jsonl", negatives)
