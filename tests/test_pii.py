@@ -286,6 +286,12 @@ def test_street_addresses_in_lower_case_are_removed(query: str, value: str) -> N
     assert "address" in result.categories
 
 
+def test_capitals_still_say_where_an_address_ends() -> None:
+    """The lower-case reading never takes the words after a capitalized street."""
+    result = sanitize("plumber near 71 rue de la Paix open on sunday", CONTEXT)
+    assert result.text == "plumber near open on sunday"
+
+
 @pytest.mark.parametrize(
     ("query", "value", "kept"),
     [

@@ -229,7 +229,7 @@ _LOWER_ADDRESSES: Final = (
     # 5 rue des lilas, 18 avenue de la république
     re.compile(
         rf"\b\d{{1,5}}(?:\s?(?:bis|ter))?,?\s+{_ROMANCE_PREFIX}\s+{_PARTICLES}"
-        rf"{_LOWER_WORD}(?:\s+{_PARTICLES}{_LOWER_WORD}){{0,2}}",
+        rf"{_LOWER_WORD}(?:\s+{_PARTICLES}{_LOWER_WORD})?",
         re.IGNORECASE,
     ),
     # berliner straße 12, am markt 3
@@ -1351,11 +1351,18 @@ def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile(rf"(?<![\w])(?:{alternatives})(?:['’]s)?(?![\w])", re.IGNORECASE)
 
 
-def _lower_address(text: str, index: int) -> Callable[[re.Match[str]], bool]:
-    """Accept a lower-case address that is evident, or follows a cue."""
+def _lower_address(redactor: _Redactor, index: int) -> Callable[[re.Match[str]], bool]:
+    """Accept a lower-case address that is evident, or follows a cue.
+
+    Where capitals already showed the address ("71 rue de la Paix"), they
+    also showed where it ends: the lower-case reading is not used.
+    """
     evident = _LOWER_EVIDENT[index]
+    text = redactor.text
 
     def accept(match: re.Match[str]) -> bool:
+        if redactor.taken(match.start(), match.end()):
+            return False
         return (evident is not None and evident.search(match.group(0)) is not None) or (
             _ADDRESS_CUE.search(text[max(0, match.start() - 24) : match.start()])
             is not None
@@ -1395,7 +1402,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
     for pattern in _ADDRESSES:
         redactor.add_all(pattern, ADDRESS)
     for index, pattern in enumerate(_LOWER_ADDRESSES):
-        redactor.add_all(pattern, ADDRESS, _lower_address(text, index))
+        redactor.add_all(pattern, ADDRESS, _lower_address(redactor, index))
     for value in context.values:
         if len(value.strip()) >= MIN_NAME_CHARS:
             redactor.add_all(re.compile(re.escape(value.strip()), re.IGNORECASE), NAME)
