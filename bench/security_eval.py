@@ -5,7 +5,7 @@ build.py) and prints figures next to baselines measured in the same run:
 - PII: a naive sanitizer (emails and digit runs only, the usual first attempt);
 - injections: the firewall patterns as they were before issue #6.
 
-Run: ``.venv/bin/python bench/security_eval.py``
+Run: ``.venv/bin/python bench/security_eval.py [-v] [--pii]``
 """
 
 from __future__ import annotations
@@ -53,81 +53,90 @@ def load(name: str) -> list[dict[str, Any]]:
 
 
 def context(house: dict[str, Any]) -> PiiContext:
-    """Build the sanitizer's view of a generated household."""
+    """Build the sanitizer's view of a generated household.
+
+    Like ``tools/web.py``: the names of Home Assistant users without a person
+    entity are names the house knows.
+    """
     return PiiContext(
         country=house["country"],
         home=(house["home"][0], house["home"][1]),
-        names=tuple(house["names"]),
+        names=(*house["names"], *house.get("users", ())),
     )
 
 
 def leaked(value: str, text: str) -> bool:
-    """Tell whether ``value`` survived in ``text`` (digits compared alone too)."""
+    """Tell whether ``value`` survived in ``text``.
+
+    Long numbers are compared by their digits alone, and any six digits in a
+    row of them left in the text count: half an IBAN is a leak too.
+    """
     if value.casefold() in text.casefold():
         return True
     digits = re.sub(r"\D", "", value)
-    return len(digits) >= 6 and digits in re.sub(r"\D", "", text)  # noqa: PLR2004
+    if len(digits) < 6:  # noqa: PLR2004
+        return False
+    left = re.sub(r"\D", "", text)
+    return any(digits[i : i + 6] in left for i in range(len(digits) - 5))
 
 
 @dataclass
 class PiiFigures:
-    """What the PII evaluation measured."""
+    """What the PII evaluation measured on one pair of query sets."""
 
     structured: tuple[int, int]
     names: tuple[int, int]
+    by_category: dict[str, tuple[int, int]]
     over_redacted: tuple[int, int]
+    over_by_shape: dict[str, tuple[int, int]]
     not_sent: int
     misses: list[str]
     false_positives: list[str]
     seconds: float
-    hard_over: tuple[int, int]
-    hard_lines: list[str]
 
 
-def evaluate_pii(sanitizer: Any) -> PiiFigures:
-    """Run a sanitizer (query, house) -> sent text or None over both query sets."""
-    caught = Counter()
-    total = Counter()
+def evaluate_pii(sanitizer: Any, queries: str, benign_name: str) -> PiiFigures:
+    """Run a sanitizer (query, house) -> sent text or None over one pair of sets."""
+    caught: Counter[str] = Counter()
+    total: Counter[str] = Counter()
     misses: list[str] = []
     not_sent = 0
     start = time.perf_counter()
-    for row in load("pii_queries.jsonl"):
+    for row in load(queries):
         sent = sanitizer(row["query"], row["household"])
         if sent is None:
             not_sent += 1
             sent = ""
         for pii in row["pii"]:
-            kind = "structured" if pii["structured"] else "names"
-            total[kind] += 1
+            kinds = ("structured" if pii["structured"] else "names", pii["category"])
+            total.update(kinds)
             if leaked(pii["value"], sent):
                 misses.append(f"{pii['category']}: {row['query']!r} -> {sent!r}")
             else:
-                caught[kind] += 1
-    over = 0
+                caught.update(kinds)
+    over: Counter[str] = Counter()
+    shapes: Counter[str] = Counter()
     false_positives: list[str] = []
-    benign = load("benign_queries.jsonl")
+    benign = load(benign_name)
     for row in benign:
         sent = sanitizer(row["query"], row["household"])
+        shape = row.get("shape", "all")
+        shapes[shape] += 1
         if sent != row["query"]:
-            over += 1
+            over[shape] += 1
             false_positives.append(f"{row['query']!r} -> {sent!r}")
     seconds = time.perf_counter() - start
-    hard = load("hard_benign_queries.jsonl")
-    hard_over = [
-        f"{row['query']!r} -> {sent!r}"
-        for row in hard
-        if (sent := sanitizer(row["query"], row["household"])) != row["query"]
-    ]
+    categories = sorted(set(total) - {"structured", "names"})
     return PiiFigures(
         (caught["structured"], total["structured"]),
         (caught["names"], total["names"]),
-        (over, len(benign)),
+        {category: (caught[category], total[category]) for category in categories},
+        (sum(over.values()), len(benign)),
+        {shape: (over[shape], n) for shape, n in sorted(shapes.items())},
         not_sent,
         misses,
         false_positives,
         seconds,
-        (len(hard_over), len(hard)),
-        hard_over,
     )
 
 
@@ -282,23 +291,101 @@ def print_injections(title: str, prefix: str, *, details: bool) -> InjectionFigu
     return ours
 
 
-def main() -> int:
-    """Print the figures; exit 1 when a threshold of issue #6 is missed."""
-    verbose = "-v" in sys.argv
-    pii, pii_base = evaluate_pii(ours), evaluate_pii(naive)
+# The PII sets (queries, benign queries, title). All were used to write or
+# change the sanitizer; bench/security/README.md says how each was made.
+PII_SETS: tuple[tuple[str, str, str], ...] = (
+    (
+        "pii_queries.jsonl",
+        "benign_queries.jsonl",
+        "issue #6 set (sanitizer written on it)",
+    ),
+    (
+        "pii13_queries.jsonl",
+        "pii13_benign_queries.jsonl",
+        "issue #13 dev set (generated; sanitizer changed on it)",
+    ),
+    (
+        "pii13_hand_queries.jsonl",
+        "pii13_hand_benign_queries.jsonl",
+        "issue #13 hand-written set (measured once untuned, tuned on since)",
+    ),
+)
 
-    print("PII sanitizer                    ours                  naive baseline")
-    print(f"  structured PII recall  {pct(pii.structured)}  {pct(pii_base.structured)}")
-    print(f"  household name recall  {pct(pii.names)}  {pct(pii_base.names)}")
-    over, over_base = pct(pii.over_redacted), pct(pii_base.over_redacted)
-    print(f"  benign over-redaction  {over}  {over_base}")
-    print(f"  hard benign changed    {pct(pii.hard_over)}  {pct(pii_base.hard_over)}")
+
+def changed(sanitizer: Any, name: str) -> tuple[tuple[int, int], list[str]]:
+    """Count the queries of a reported-only set that do not leave unchanged."""
+    rows = load(name)
+    lines = [
+        f"{row['query']!r} -> {sent!r}"
+        for row in rows
+        if (sent := sanitizer(row["query"], row["household"])) != row["query"]
+    ]
+    return (len(lines), len(rows)), lines
+
+
+def print_pii(queries: str, benign: str, title: str) -> PiiFigures:
+    """Print one PII set's recall and over-redaction, ours next to the naive one."""
+    pii = evaluate_pii(ours, queries, benign)
+    base = evaluate_pii(naive, queries, benign)
+    print(f"PII sanitizer, {title}\n{'':25}ours                  naive baseline")
+    print(f"  structured PII recall  {pct(pii.structured)}  {pct(base.structured)}")
+    print(f"  household name recall  {pct(pii.names)}  {pct(base.names)}")
+    for category, pair in pii.by_category.items():
+        print(f"  recall {category:<15} {pct(pair)}  {pct(base.by_category[category])}")
+    print(
+        f"  benign over-redaction  {pct(pii.over_redacted)}  {pct(base.over_redacted)}"
+    )
+    if len(pii.over_by_shape) > 1:
+        for shape, pair in pii.over_by_shape.items():
+            print(
+                f"  changed {shape:<14} {pct(pair)}  {pct(base.over_by_shape[shape])}"
+            )
     print(f"  queries not sent       {pii.not_sent}")
     print(
         f"  time (s)               {pii.seconds:.3f}  ratio to baseline "
-        f"{pii.seconds / pii_base.seconds:.1f}x"
+        f"{pii.seconds / base.seconds:.1f}x"
     )
     print()
+    return pii
+
+
+def pii_ok(figures: PiiFigures) -> bool:
+    """Tell whether one PII set meets the thresholds of issues #6 and #13."""
+    return (
+        share(figures.structured) >= STRUCTURED_RECALL_MIN
+        and share(figures.names) >= NAME_RECALL_MIN
+        and share(figures.over_redacted) <= OVER_REDACTION_MAX
+    )
+
+
+def main() -> int:
+    """Print the figures; exit 1 when a threshold is missed.
+
+    ``-v`` prints the rows behind the figures of every set but the blind
+    ones; ``--pii`` measures the PII sanitizer alone.
+    """
+    verbose = "-v" in sys.argv
+    pii = [print_pii(*names) for names in PII_SETS]
+    hard, hard_lines = changed(ours, "hard_benign_queries.jsonl")
+    hard_base, _ = changed(naive, "hard_benign_queries.jsonl")
+    print(f"Hard benign queries changed (reported)  {pct(hard)}  {pct(hard_base)}\n")
+    if verbose:
+        for (_, _, title), figures in zip(PII_SETS, pii, strict=True):
+            for kind, lines in (
+                ("misses", figures.misses),
+                ("over-redactions", figures.false_positives),
+            ):
+                print(f"PII {title} {kind} ({len(lines)}):")
+                for line in lines:
+                    print("  " + line)
+        print(f"hard benign queries changed ({len(hard_lines)}):")
+        for line in hard_lines:
+            print("  " + line)
+        print()
+    ok = all(pii_ok(figures) for figures in pii)
+    if "--pii" in sys.argv:
+        print("PII thresholds:", "met" if ok else "NOT met")
+        return 0 if ok else 1
     tuned = [
         print_injections(title, prefix, details=not prefix)
         for prefix, title in TUNED_SETS
@@ -314,23 +401,13 @@ def main() -> int:
                 print(f"\n{title or prefix} {kind} ({len(lines)}):")
                 for line in lines:
                     print("  " + line)
-        for title, lines in (
-            ("PII misses", pii.misses),
-            ("PII over-redactions", pii.false_positives),
-            ("hard benign queries changed", pii.hard_lines),
-        ):
-            print(f"\n{title} ({len(lines)}):")
-            for line in lines:
-                print("  " + line)
     ok = (
-        share(pii.structured) >= STRUCTURED_RECALL_MIN
-        and share(pii.names) >= NAME_RECALL_MIN
-        and share(pii.over_redacted) <= OVER_REDACTION_MAX
+        ok
         and all(share(figures.fp) <= INJECTION_FP_MAX for figures in (*tuned, blind))
         # The honest test of detection: a set nobody tuned on.
         and share(blind.tp) >= INJECTION_TP_MIN
     )
-    print("\nthresholds of issue #6:", "met" if ok else "NOT met")
+    print("\nthresholds of issues #6 and #13:", "met" if ok else "NOT met")
     return 0 if ok else 1
 
 

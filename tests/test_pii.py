@@ -1,8 +1,10 @@
+# ruff: noqa: RUF001 - queries in many scripts
 """The PII sanitizer: personal details leave the query, ordinary words stay."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -141,29 +143,267 @@ def _load(name: str) -> list[dict[str, Any]]:
 
 
 def _context(house: dict[str, Any]) -> PiiContext:
+    # Like web_search: Home Assistant users without a person entity count too.
     return PiiContext(
-        country=house["country"], home=tuple(house["home"]), names=tuple(house["names"])
+        country=house["country"],
+        home=tuple(house["home"]),
+        names=(*house["names"], *house.get("users", ())),
     )
 
 
-def test_the_evaluation_set_meets_the_thresholds() -> None:
-    """Issue #6 on the committed set: recall 100 % / 99 %, over-redaction <= 5 %."""
-    queries = _load("pii_queries.jsonl")
-    benign = _load("benign_queries.jsonl")
-    assert len(queries) >= 1000
-    assert len(benign) >= 300
+def _leaked(value: str, text: str) -> bool:
+    """The value, or six of its digits in a row (half an IBAN), left in the text."""
+    if value.casefold() in text.casefold():
+        return True
+    digits = re.sub(r"\D", "", value)
+    left = re.sub(r"\D", "", text)
+    return len(digits) >= 6 and any(
+        digits[i : i + 6] in left for i in range(len(digits) - 5)
+    )
+
+
+@pytest.mark.parametrize(
+    ("queries", "benign", "minimum"),
+    [
+        ("pii_queries.jsonl", "benign_queries.jsonl", 1000),
+        ("pii13_queries.jsonl", "pii13_benign_queries.jsonl", 500),
+        ("pii13_hand_queries.jsonl", "pii13_hand_benign_queries.jsonl", 100),
+    ],
+)
+def test_the_evaluation_sets_meet_the_thresholds(
+    queries: str, benign: str, minimum: int
+) -> None:
+    """Issues #6 and #13: recall 100 % / 99 %, over-redaction <= 5 %, every set."""
+    rows = _load(queries)
+    benign_rows = _load(benign)
+    assert len(rows) >= minimum
+    assert len(benign_rows) >= 100
     caught = {True: 0, False: 0}
     total = {True: 0, False: 0}
-    for row in queries:
+    for row in rows:
         result = sanitize(row["query"], _context(row["household"]))
         sent = result.text if result.sendable else ""
         for pii in row["pii"]:
             total[pii["structured"]] += 1
-            caught[pii["structured"]] += pii["value"].casefold() not in sent.casefold()
+            caught[pii["structured"]] += not _leaked(pii["value"], sent)
     assert caught[True] == total[True]
     assert caught[False] / total[False] >= 0.99
     over = sum(
         sanitize(row["query"], _context(row["household"])).text != row["query"]
-        for row in benign
+        for row in benign_rows
     )
-    assert over / len(benign) <= 0.05
+    assert over / len(benign_rows) <= 0.05
+
+
+# Issue #13: shapes of personal data that used to leave in web queries.
+# Each row: query, the value that must go, the category, the house's country
+# (often not the number's own country: a number travels).
+@pytest.mark.parametrize(
+    ("query", "value", "country"),
+    [
+        ("who keeps calling from 555-0199", "555-0199", "DE"),
+        ("is 555.0143 the pharmacy", "555.0143", "FR"),
+        ("missed call from 946 0123 manchester", "946 0123", "US"),
+        ("is 7946 0321 a london number", "7946 0321", "US"),
+        ("01632 960 123 who is this", "01632 960 123", "US"),
+        ("Anruf von 23 45 67 heute", "23 45 67", "DE"),
+        ("Telefonnummer 2345678 Rückwärtssuche", "2345678", "US"),
+        ("wer ruft von 0221 / 987 65 43 an", "987 65 43", "US"),
+        ("qui m'appelle du 01 42 68 53 17", "42 68 53 17", "US"),
+        ("numéro 06.71.23.45.89 arnaque", "06.71.23.45.89", "DE"),
+        ("kto dzwonił z numeru 601 234 567", "601 234 567", "DE"),
+        ("22 628 14 45 czyj to numer", "628 14 45", "US"),
+        ("кто звонил с номера 123-45-67", "123-45-67", "US"),
+        ("8 (812) 234-56-78 чей номер", "234-56-78", "DE"),
+        ("138 0013 8000 是谁的电话", "0013 8000", "US"),
+        ("13912345678 is this spam", "13912345678", "DE"),
+        ("座机 6552 9988 骚扰电话", "6552 9988", "US"),
+        ("quién me llama desde el 912 34 56 78", "912 34 56 78", "US"),
+        ("chi chiama dal numero 06 6988 3712", "6988 3712", "US"),
+        ("06-12345678 oplichter", "12345678", "US"),
+        ("090-1234-5678 spam call japan", "1234-5678", "US"),
+        ("(11) 91234-5678 quem ligou", "91234-5678", "US"),
+        ("98765 43210 truecaller lookup", "98765 43210", "US"),
+        ("0412 345 678 who is calling", "345 678", "US"),
+        ("plumber 3177 7613 reviews", "3177 7613", "DE"),
+    ],
+)
+def test_local_phone_numbers_of_any_country_are_removed(
+    query: str, value: str, country: str
+) -> None:
+    """Written without a country code, a number is still someone's."""
+    result = sanitize(query, PiiContext(country=country))
+    assert value not in result.text
+    assert "phone" in result.categories
+
+
+@pytest.mark.parametrize(
+    ("query", "value"),
+    [
+        ("is DE52370502990001234578 a valid iban", "DE52370502990001234578"),
+        ("Überweisung auf DE29 1001 0010 0987 6543 21", "1001 0010"),
+        ("my iban de52 3705 0299 0001 2345 78 correct?", "3705 0299"),
+        ("virement FR76 3000 6000 0112 3456 7890 189", "3456 7890"),
+        ("GB28 BARC 2003 5387 6543 21 sort code", "BARC 2003"),
+        ("NL44RABO0123456789 check", "RABO0123456789"),
+        ("PL83 2490 0004 0000 1456 1234 5678 przelew", "1456 1234"),
+        ("NO71 1234 5678 903 hvilken bank", "5678 903"),
+        ("numer konta 83249000040000145612345678 bank", "8324900004"),
+        ("Kontonummer 1234567890 BLZ 37040044", "1234567890"),
+        ("my card 4111 1111 1111 1111 was charged twice", "4111 1111"),
+    ],
+)
+def test_bank_account_numbers_are_removed(query: str, value: str) -> None:
+    """IBANs of any country, compact, grouped or lower case; account and cards."""
+    result = sanitize(query, CONTEXT)
+    assert value.casefold() not in result.text.casefold()
+    assert "bank_account" in result.categories
+
+
+@pytest.mark.parametrize(
+    ("query", "value"),
+    [
+        ("i live at 12 elm street, which garbage day is it", "elm street"),
+        ("we moved to 7 church lane, nearest gp", "church lane"),
+        ("pizza delivery to 196b station road tonight", "station road"),
+        ("ich wohne in der berliner straße 12, wann ist sperrmüll", "berliner"),
+        ("apotheke am markt 3 öffnungszeiten", "markt 3"),
+        ("j'habite au 5 rue des lilas, quel jour", "lilas"),
+        ("plombier 3 boulevard voltaire urgence", "voltaire"),
+        ("vivo en la calle mayor 5, farmacia de guardia", "mayor"),
+        ("abito in via garibaldi 12, raccolta differenziata", "garibaldi"),
+        ("mieszkam na ul. długiej 3, gdzie apteka", "długiej"),
+        ("ik woon op kerkstraat 8, grofvuil", "kerkstraat"),
+        ("я живу на улице гагарина 5, где аптека", "гагарина"),
+        ("jag bor på storgatan 14 när töms soporna", "storgatan"),
+        ("moro na rua augusta 100, quando passa o lixo", "augusta"),
+    ],
+)
+def test_street_addresses_in_lower_case_are_removed(query: str, value: str) -> None:
+    """No capitals: the words that lead to an address or the street word decide."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text
+    assert "address" in result.categories
+
+
+def test_capitals_still_say_where_an_address_ends() -> None:
+    """The lower-case reading never takes the words after a capitalized street."""
+    result = sanitize("plumber near 71 rue de la Paix open on sunday", CONTEXT)
+    assert result.text == "plumber near open on sunday"
+
+
+@pytest.mark.parametrize(
+    ("query", "value", "kept"),
+    [
+        ("my password is hunter2 is it safe", "hunter2", "my password is"),
+        ("my password is sunflower, is that bad", "sunflower", "is that bad"),
+        ("is Tr0ub4dor&3 a strong password", "Tr0ub4dor&3", "a strong password"),
+        ("the wifi password is BlueFox-77, share it", "BlueFox-77", "wifi password"),
+        ("password: mypass!23 not working", "mypass!23", "not working"),
+        ("changed my password to correcthorse, ok?", "correcthorse", "changed"),
+        ("mein Passwort ist Sommer2024! sicher genug?", "Sommer2024", "Passwort"),
+        ("mein Kennwort lautet katze123, wie ändern", "katze123", "Kennwort"),
+        ("mon mot de passe est soleil78 c'est grave", "soleil78", "mot de passe"),
+        ("mot de passe wifi : Chaton!2020 partager", "Chaton!2020", "partager"),
+        ("mi contraseña es gatito99 es segura", "gatito99", "contraseña"),
+        ("mi clave del wifi es clave1234 como cambiarla", "clave1234", "wifi"),
+        ("la mia password è pizza2023 va bene", "pizza2023", "password"),
+        ("moje hasło to Kotek123 czy bezpieczne", "Kotek123", "hasło"),
+        ("мой пароль qwerty123 это надёжно", "qwerty123", "пароль"),
+        ("我的密码是 abc12345 安全吗", "abc12345", "密码"),
+        ("mijn wachtwoord is Fiets2022 sterk genoeg", "Fiets2022", "wachtwoord"),
+        ("my pin is 0420, how do i change it", "0420", "my pin is"),
+        ("meine PIN ist 4711, zu einfach?", "4711", "PIN"),
+        ("the alarm code is 7391, duress code", "7391", "alarm code"),
+        ("garage door code 9910 reset", "9910", "garage door code"),
+        ("le code de la porte est 1234A", "1234A", "code de la porte"),
+        ("el código de la alarma es 9876", "9876", "código"),
+        ("kod do bramy to 2468 jak zmienić", "2468", "kod do bramy"),
+        ("код от домофона 0310 как сменить", "0310", "домофона"),
+        ("le digicode est 4B71", "4B71", "digicode"),
+        ("wifi key ABCD-1234 for guests", "ABCD-1234", "wifi key"),
+    ],
+)
+def test_passwords_pins_and_codes_the_user_says_are_removed(
+    query: str, value: str, kept: str
+) -> None:
+    """The value goes, the words around it stay: the search can still help."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text
+    assert kept in result.text
+    assert "secret" in result.categories
+
+
+def test_the_name_of_any_household_user_is_removed() -> None:
+    """A Home Assistant user's name is a name the house knows, in any case."""
+    context = PiiContext(names=("Gertrud", "mqtt", "Wall Tablet", "Node-RED"))
+    assert sanitize("gift for gertrud who knits", context).text == "gift for who knits"
+    # Service accounts name nobody: their words stay.
+    for query in ("mqtt broker setup", "wall tablet mount", "node-red function"):
+        assert sanitize(query, context).text == query
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "555 timer ic pinout",
+        "ne555 vs 555 timer astable",
+        "why do movies use 555 phone numbers",
+        "route 66 road trip 14 days",
+        "i-95 traffic today",
+        "rtx 4090 vs 4080 super benchmark",
+        "dell xps 13 9340 battery",
+        "bosch 800 series dishwasher error e24",
+        "boeing 737-800 seat map",
+        "world war 2 1939-1945 timeline",
+        "tax brackets 2024 2025",
+        "s&p 500 2024 return",
+        "events on 2024-06-15 in boston",
+        "Feiertage 03.10.2025 Brandenburg",
+        "what happened on 07/20/1969",
+        "iso 8601 2025-01-31T14:30:00Z example",
+        "home assistant 2026.11.2 changelog",
+        "windows 10 build 19045.5247 issues",
+        "pi to 10 digits 3.1415926535",
+        "maison à vendre 350 000 € lyon",
+        "mieszkanie 1 250 000 zł warszawa",
+        "population of germany 84 000 000",
+        "speed of light 299 792 458 m/s",
+        "lottery numbers 4 8 15 16 23 42",
+        "ports 8123 1883 8080 open",
+        "wifi channel 36 40 44 48",
+        "ISBN 978-0-13-468599-1",
+        "IEC 60335-2-40 heat pump",
+        "what is an iban number",
+        "how many characters is a german iban",
+        "IBAN Aufbau Deutschland Prüfziffer",
+        "phone number format germany",
+        "area code 212 time zone",
+        "call 911 or 112 abroad",
+        "my password is not working on my router",
+        "the password is case sensitive?",
+        "mein Passwort ist abgelaufen",
+        "mi contraseña es incorrecta",
+        "best password manager 2025",
+        "password manager is bitwarden any good",
+        "wifi password qr code",
+        "PIN code 0000 default router",
+        "pin 5 on the 555 timer",
+        "esp32 gpio pin 18 pwm",
+        "zip code 10001 new york",
+        "error code 0x80070005",
+        "my code is not compiling",
+        "5 best street food cities",
+        "top 10 road trips in europe",
+        "4 wheel drive vs all wheel drive",
+        "usb 3 flash drive speed",
+        "send photos via whatsapp 2 at a time",
+        "i drive 2 hours to work",
+        "calle 13 grupo musica",
+    ],
+)
+def test_look_alikes_of_personal_data_pass_unchanged(query: str) -> None:
+    """Model numbers, years, dates, amounts and questions without a value stay."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query
+    assert result.categories == ()

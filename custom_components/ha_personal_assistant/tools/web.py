@@ -235,10 +235,23 @@ def profile_names(contents: Iterable[str]) -> tuple[list[str], list[str]]:
     return names, values
 
 
+async def _user_names(hass: HomeAssistant) -> list[str]:
+    """Return the names of Home Assistant's users, with a person entity or not.
+
+    System users (Supervisor, Home Assistant Content) name nobody.
+    """
+    return [
+        user.name
+        for user in await hass.auth.async_get_users()
+        if user.name and not user.system_generated
+    ]
+
+
 async def async_pii_context(ctx: ToolContext) -> PiiContext:
     """Gather what must not leave the house: the config, registries and profile."""
     hass = ctx.hass
     names = _registry_names(hass)
+    names.extend(await _user_names(hass))
     if ctx.user_name:
         names.append(ctx.user_name)
     values: list[str] = []
