@@ -52,7 +52,6 @@ class ToolContext:
     # Facts the user must hear whatever the model writes, added to the reply.
     notices: list[str] = field(default_factory=list)
 
-
     def mark_tainted(self, source: str) -> None:
         """Record that untrusted text from ``source`` is now in the prompt."""
         self.tainted = True
