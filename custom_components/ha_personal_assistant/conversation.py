@@ -41,7 +41,9 @@ NO_WORDS: Final = frozenset(
 )  # fmt: skip
 _PUNCTUATION: Final = re.compile(r"[^\w\s']+")
 PARALLEL_UPDATES: Final = 0
-ASK_CONFIRMATION: Final = "Please confirm: {summary}. Say yes or no."
+ASK_CONFIRMATION: Final = "Please confirm: {summary}. {why}Say yes or no."
+# After the taint reason: how an Assist user ends the conversation.
+ENDS_IT: Final = "A new conversation ends it."
 
 
 async def _deltas(
@@ -158,8 +160,9 @@ class PersonalAssistantConversationEntity(
                     ha_user_id=speaker.ha_user_id,
                     verdicts=result.proposals,
                 )
+                why = f"{action.reason} {ENDS_IT} " if action.reason else ""
                 reply = "\n\n".join(
-                    [reply, ASK_CONFIRMATION.format(summary=action.summary)]
+                    [reply, ASK_CONFIRMATION.format(summary=action.summary, why=why)]
                 )
                 ask_again = True
             data.assistant.stats.async_record_result(

@@ -173,6 +173,11 @@ MIGRATIONS: dict[int, str] = {
             dim INTEGER NOT NULL
         );
     """,
+    # Why a pending action asks when outside text made it ask (the taint
+    # rule), shown with the request; older rows have none.
+    6: """
+        ALTER TABLE pending_actions ADD COLUMN reason TEXT;
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
