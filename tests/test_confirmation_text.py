@@ -204,6 +204,29 @@ async def test_a_hostile_unlock_is_rendered_by_the_integration(
     _assert_rendered(speech)
     assert hass.states.get("lock.front_door").state == "locked"
 
+    # Confirmed, Home Assistant refuses the made-up data; the outcome is the
+    # integration's text too, with the error on one line and still no code.
+    await telegram.press_button(
+        next(
+            b["callback_data"]
+            for row in request["reply_markup"]["inline_keyboard"]
+            for b in row
+            if b["text"] == "Confirm"
+        ),
+        message_id=request["message_id"],
+    )
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    await _settle(hass)
+    assert hass.states.get("lock.front_door").state == "locked"
+    outcome = next(
+        m
+        for m in telegram.bot_messages(ALICE_ID)
+        if m["message_id"] == request["message_id"]
+    )["text"]
+    assert outcome.startswith("It did not work: Unlock ")
+    _assert_rendered(outcome)
+    assert "lock.unlock failed" in outcome.splitlines()[-1]
+
 
 async def test_the_request_says_when_outside_text_made_it_ask(
     hass: HomeAssistant,

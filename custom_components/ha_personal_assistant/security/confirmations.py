@@ -92,6 +92,7 @@ MAX_VALUES_SHOWN: Final = 10
 MAX_EFFECTS_SHOWN: Final = 10
 MAX_CALLS_SHOWN: Final = 10
 MAX_SOURCES_SHOWN: Final = 5
+MAX_ERROR_CHARS: Final = 300
 # Combining marks kept per character: more stack up over the lines around.
 MAX_MARKS: Final = 2
 # Unicode categories dropped: format characters (bidi overrides and isolates,
@@ -487,8 +488,12 @@ class ConfirmationManager:
         self.fault("after_finish")
         if ok:
             return DecisionResult(Outcome.DONE, f"Done: {action.summary}", action)
+        # The error comes from Home Assistant or the device, not from us: one
+        # bounded line, like every other value in the message.
         return DecisionResult(
-            Outcome.FAILED, f"It did not work: {action.summary}\n{outcome}", action
+            Outcome.FAILED,
+            f"It did not work: {action.summary}\n{one_line(outcome, MAX_ERROR_CHARS)}",
+            action,
         )
 
     def _recheck(self, calls: Sequence[ResolvedCall]) -> None:
