@@ -22,6 +22,7 @@ from custom_components.ha_personal_assistant.security.permissions import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
     DEFAULT_POLICY,
+    NOT_VISIBLE,
     Decision,
     Policy,
     ResolvedCall,
@@ -137,9 +138,17 @@ DECISIONS: list[tuple[str, dict[str, Any], Decision]] = [
         {"entity_id": "camera.demo_camera", "filename": "/tmp/x.jpg"},  # noqa: S108
         Decision.BLOCK,
     ),
-    # Automations: running one asks, switching one off does not, editing never.
+    # Automations: running, switching off or on asks (a disabled automation
+    # can be a disabled protection), reloading never.
     ("automation.trigger", {"entity_id": "automation.let_in"}, Decision.CONFIRM),
-    ("automation.turn_off", {"entity_id": "automation.let_in"}, Decision.ALLOW),
+    ("automation.turn_off", {"entity_id": "automation.let_in"}, Decision.CONFIRM),
+    ("automation.turn_on", {"entity_id": "automation.let_in"}, Decision.CONFIRM),
+    ("automation.toggle", {"entity_id": "automation.let_in"}, Decision.CONFIRM),
+    (
+        "homeassistant.turn_off",
+        {"entity_id": "automation.let_in"},
+        Decision.CONFIRM,
+    ),
     ("automation.reload", {}, Decision.BLOCK),
     # homeassistant: turn_on/off/toggle are judged per domain, the rest blocked.
     (
@@ -232,26 +241,15 @@ async def test_no_policy_means_the_default_policy(house: HomeAssistant) -> None:
 @pytest.mark.parametrize(
     ("call", "data", "reason"),
     [
-        (
-            "light.turn_on",
-            {"entity_id": "light.ceiling_lights"},
-            "light.ceiling_lights is not exposed to the assistant",
-        ),
+        # Hidden and missing entities get one answer that names neither.
+        ("light.turn_on", {"entity_id": "light.ceiling_lights"}, NOT_VISIBLE),
         (
             "light.turn_on",
             {"entity_id": ["light.kitchen_lights", "light.ceiling_lights"]},
-            "light.ceiling_lights is not exposed to the assistant",
+            NOT_VISIBLE,
         ),
-        (
-            "light.turn_on",
-            {"entity_id": "light.does_not_exist"},
-            "light.does_not_exist does not exist",
-        ),
-        (
-            "light.turn_on",
-            {"entity_id": "not an entity"},
-            "not an entity does not exist",
-        ),
+        ("light.turn_on", {"entity_id": "light.does_not_exist"}, NOT_VISIBLE),
+        ("light.turn_on", {"entity_id": "not an entity"}, NOT_VISIBLE),
         (
             "light.explode",
             {"entity_id": "light.kitchen_lights"},
@@ -283,7 +281,7 @@ async def test_no_policy_means_the_default_policy(house: HomeAssistant) -> None:
                 "entity_id": "media_player.kitchen",
                 "group_members": ["group.with_hidden"],
             },
-            "light.ceiling_lights is not exposed to the assistant",
+            NOT_VISIBLE,
         ),
         (
             "shell_command.run",
@@ -293,7 +291,7 @@ async def test_no_policy_means_the_default_policy(house: HomeAssistant) -> None:
         (
             "light.turn_off",
             {"entity_id": "light.hidden_member_lights"},
-            "light.ceiling_lights is not exposed to the assistant",
+            NOT_VISIBLE,
         ),
         (
             "conversation.process",
@@ -465,7 +463,6 @@ async def test_a_device_target_resolves_to_its_exposed_entities(
         ("area_id", "attic"),
         ("floor_id", "basement"),
         ("label_id", "nope"),
-        ("device_id", "0123456789abcdef"),
     ],
 )
 async def test_unknown_areas_floors_labels_and_devices_are_refused(
@@ -475,6 +472,20 @@ async def test_unknown_areas_floors_labels_and_devices_are_refused(
     verdict = decide(house, "light.turn_on", **{key: value})
     assert verdict.decision is Decision.BLOCK
     assert verdict.reason.startswith(f"{key} {value} does not exist")
+
+
+async def test_a_made_up_device_is_answered_like_a_hidden_one(
+    house: HomeAssistant,
+) -> None:
+    """A device with only hidden entities must not show that it exists."""
+    made_up = decide(house, "light.turn_on", device_id="0123456789abcdef")
+    hidden = decide(
+        house, "light.turn_on", device_id=device_of(house, "light.ceiling_lights")
+    )
+    assert made_up.decision is hidden.decision is Decision.BLOCK
+    assert made_up.reason == hidden.reason.replace(
+        device_of(house, "light.ceiling_lights"), "0123456789abcdef"
+    )
 
 
 async def test_homeassistant_turn_off_is_split_per_domain(house: HomeAssistant) -> None:
@@ -581,7 +592,7 @@ async def test_a_group_with_a_hidden_member_is_refused(house: HomeAssistant) -> 
     """A group cannot be used to reach an entity the user did not expose."""
     for group in ("group.with_hidden", "light.hidden_member_lights"):
         verdict = decide(house, "light.turn_off", entity_id=group)
-        assert verdict.reason == "light.ceiling_lights is not exposed to the assistant"
+        assert verdict.reason == NOT_VISIBLE
 
 
 async def test_an_entity_group_is_called_as_itself_and_judged_by_members(
@@ -623,7 +634,7 @@ async def test_a_scene_is_judged_by_the_entities_it_sets(house: HomeAssistant) -
 async def test_a_scene_with_a_hidden_entity_is_refused(house: HomeAssistant) -> None:
     """A scene cannot reach an entity the user did not expose."""
     verdict = decide(house, "scene.turn_on", entity_id="scene.night")
-    assert verdict.reason == "light.ceiling_lights is not exposed to the assistant"
+    assert verdict.reason == NOT_VISIBLE
 
 
 async def test_a_scene_of_a_group_is_judged_by_its_members(
@@ -745,7 +756,7 @@ async def test_script_variables_cannot_name_hidden_entities(
     verdict = decide(
         house, "script.goodnight", ALLOW_GOODNIGHT, entity_id="light.ceiling_lights"
     )
-    assert verdict.reason == "light.ceiling_lights is not exposed to the assistant"
+    assert verdict.reason == NOT_VISIBLE
 
 
 async def test_other_scripts_stay_blocked(house: HomeAssistant) -> None:
@@ -757,7 +768,7 @@ async def test_other_scripts_stay_blocked(house: HomeAssistant) -> None:
     hidden = decide(
         house, "script.turn_on", ALLOW_GOODNIGHT, entity_id="script.goodnight"
     )
-    assert hidden.reason == "script.goodnight is not exposed to the assistant"
+    assert hidden.reason == NOT_VISIBLE
 
 
 async def test_unblocking_scripts_allows_every_exposed_script(
@@ -765,8 +776,14 @@ async def test_unblocking_scripts_allows_every_exposed_script(
 ) -> None:
     """Without the script entry, exposed scripts run like other entities."""
     policy = Policy(blocked=DEFAULT_BLOCKED_SERVICES - {"script"})
-    verdict = decide(house, "script.turn_on", policy, entity_id="script.open_up")
+    verdict = decide(house, "script.turn_on", policy, entity_id="script.goodnight")
     assert verdict.decision is Decision.ALLOW
+    # One that unlocks the door is judged by what it does.
+    verdict = decide(house, "script.turn_on", policy, entity_id="script.open_up")
+    assert verdict.decision is Decision.CONFIRM
+    assert verdict.reason == (
+        "script.open_up may change lock.front_door, which needs confirmation"
+    )
 
 
 # Service data that names entities.
@@ -782,7 +799,7 @@ async def test_service_data_naming_a_hidden_entity_is_refused(
         entity_id="media_player.kitchen",
         group_members=["media_player.bedroom"],
     )
-    assert verdict.reason == "media_player.bedroom is not exposed to the assistant"
+    assert verdict.reason == NOT_VISIBLE
 
 
 async def test_service_data_naming_a_lock_asks(house: HomeAssistant) -> None:

@@ -122,7 +122,9 @@ async def test_an_entity_not_exposed_is_refused_and_the_model_told_why(
     await telegram.wait_for_sent(1)
     assert hass.states.get(HIDDEN).state == before
     result = tool_results(fake_ollama.chat_requests[-1])[0]
-    assert "not exposed" in result
+    # The same words as for an entity that does not exist, naming neither.
+    assert "not an entity you can see" in result
+    assert HIDDEN not in result
 
 
 @pytest.mark.parametrize(

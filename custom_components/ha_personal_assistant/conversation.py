@@ -41,7 +41,22 @@ NO_WORDS: Final = frozenset(
 )  # fmt: skip
 _PUNCTUATION: Final = re.compile(r"[^\w\s']+")
 PARALLEL_UPDATES: Final = 0
-ASK_CONFIRMATION: Final = "Please confirm: {summary}. Say yes or no."
+ASK_CONFIRMATION: Final = "Please confirm: {summary}{end}{why}Say yes or no."
+# After the taint reason: how an Assist user ends the conversation.
+ENDS_IT: Final = "A new conversation ends it."
+
+
+def ask_confirmation(summary: str, reason: str | None) -> str:
+    """Ask to confirm an action, in the integration's words only.
+
+    A summary of several lines (service data, several actions) keeps its last
+    line to itself, so nothing reads as part of a value.
+    """
+    return ASK_CONFIRMATION.format(
+        summary=summary,
+        end="\n" if "\n" in summary else ". ",
+        why=f"{reason} {ENDS_IT} " if reason else "",
+    )
 
 
 async def _deltas(
@@ -159,7 +174,7 @@ class PersonalAssistantConversationEntity(
                     verdicts=result.proposals,
                 )
                 reply = "\n\n".join(
-                    [reply, ASK_CONFIRMATION.format(summary=action.summary)]
+                    [reply, ask_confirmation(action.summary, action.reason)]
                 )
                 ask_again = True
             data.assistant.stats.async_record_result(

@@ -625,7 +625,7 @@ class TelegramGateway:
                 "config_entry_id": incoming.bot_entry_id,
                 "chat_id": incoming.chat_id,
                 "message": confirmation_text(
-                    action.summary, self.confirmations.timeout
+                    action.summary, self.confirmations.timeout, action.reason
                 ),
                 "parse_mode": "plain_text",
                 "disable_web_page_preview": True,
@@ -876,10 +876,15 @@ def _sent_message_id(response: ServiceResponse | bool) -> int | None:  # noqa: F
     return None
 
 
-def confirmation_text(summary: str, timeout: float) -> str:
-    """Write the confirmation request from the resolved action."""
+def confirmation_text(summary: str, timeout: float, reason: str | None = None) -> str:
+    """Write the confirmation request from the resolved action.
+
+    ``reason`` says why outside text made it ask (the taint rule); /new is how
+    the user ends that conversation.
+    """
     if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
         expiry = f"{int(timeout)} second{'s' if int(timeout) != 1 else ''}"
     else:
         expiry = f"{int(timeout // 60)} minutes"
-    return f"Please confirm:\n{summary}\n\nThis request expires in {expiry}."
+    why = f"\n\n{reason} /new ends it." if reason else ""
+    return f"Please confirm:\n{summary}{why}\n\nThis request expires in {expiry}."

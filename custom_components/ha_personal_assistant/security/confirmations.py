@@ -9,9 +9,13 @@ twice or leave a decision unaudited.
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 import time
+import unicodedata
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Final
@@ -24,7 +28,7 @@ from ..store.actions import AuditSummary, PendingAction, Status
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
 from .people import NOT_KNOWN_DECISION
-from .permissions import Decision, ResolvedCall, evaluate_call
+from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -81,29 +85,207 @@ class DecisionResult:
     action: PendingAction | None = None
 
 
+# Bounds of the confirmation message: one short line per value, and never
+# more than Telegram's message can carry.
+MAX_NAME_CHARS: Final = 60
+MAX_VALUE_CHARS: Final = 80
+MAX_KEY_CHARS: Final = 40
+MAX_ENTITIES_SHOWN: Final = 10
+MAX_VALUES_SHOWN: Final = 10
+MAX_EFFECTS_SHOWN: Final = 10
+MAX_CALLS_SHOWN: Final = 10
+MAX_SOURCES_SHOWN: Final = 5
+MAX_ERROR_CHARS: Final = 300
+# Combining marks kept per character: more stack up over the lines around.
+MAX_MARKS: Final = 2
+# Unicode categories dropped: format characters (bidi overrides and isolates,
+# zero-width spaces and joiners, soft hyphens, tags), private use, surrogates
+# and unassigned code points.
+_DROPPED: Final = frozenset({"Cf", "Co", "Cs", "Cn"})
+# Control characters and line or paragraph separators become spaces.
+_SPACES: Final = frozenset({"Cc", "Zl", "Zp", "Zs"})
+_PLAIN_KEY: Final = re.compile(r"[a-z][a-z0-9_]*")
+_PLAIN_STATE: Final = re.compile(r"[a-z0-9_]+")
+# Data keys whose value is never echoed: lock and alarm codes, PINs, passwords.
+_SECRET_WORDS: Final = frozenset(
+    {"code", "pin", "pass", "password", "passwd", "pwd", "secret", "token", "otp"}
+)
+_SECRET_ENDINGS: Final = ("code", "pin", "pass", "password", "pwd", "secret", "token")
+CODE_GIVEN: Final = "a code was given (not shown)"
+
+
+def one_line(value: object, limit: int) -> str:
+    """Reduce text to one line of at most ``limit`` characters.
+
+    Newlines and control characters become spaces; bidi, zero-width and other
+    invisible format characters are removed, so nothing can start a line of
+    its own, reorder the text around it or hide inside it.
+    """
+    chars: list[str] = []
+    marks = 0
+    for char in str(value):
+        category = unicodedata.category(char)
+        if category in _DROPPED:
+            continue
+        if category in _SPACES:
+            char = " "  # noqa: PLW2901 - the replacement is the point
+        if category.startswith("M"):
+            marks += 1
+            if marks > MAX_MARKS:
+                continue
+        else:
+            marks = 0
+        chars.append(char)
+    line = " ".join("".join(chars).split())
+    if len(line) > limit:
+        line = line[: limit - 1].rstrip() + "…"
+    return line
+
+
+def quoted(value: object, limit: int) -> str:
+    """Return text as one bounded line in double quotes, inner quotes escaped."""
+    return json.dumps(one_line(value, limit), ensure_ascii=False)
+
+
+def is_secret_key(key: str) -> bool:
+    """Tell whether a data key names a code, PIN or password (never echoed)."""
+    words = re.split(r"[^a-z0-9]+", key.lower())
+    return any(
+        word in _SECRET_WORDS or word.endswith(_SECRET_ENDINGS) for word in words
+    )
+
+
+def _key_text(key: object) -> str:
+    text = str(key)
+    if _PLAIN_KEY.fullmatch(text) and len(text) <= MAX_KEY_CHARS:
+        return text
+    return quoted(text, MAX_KEY_CHARS)
+
+
+def _cleaned(value: object) -> object:
+    """Return a list or mapping with its texts one-lined and its codes hidden."""
+    if isinstance(value, Mapping):
+        return {
+            one_line(key, MAX_KEY_CHARS): (
+                "(not shown)" if is_secret_key(str(key)) else _cleaned(item)
+            )
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_cleaned(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return one_line(value, MAX_VALUE_CHARS)
+
+
+def describe_value(key: str, value: object) -> str:
+    """Render one service data value as one bounded line; text quoted, codes hidden."""
+    if is_secret_key(key):
+        return CODE_GIVEN
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    if isinstance(value, str):
+        return quoted(value, MAX_VALUE_CHARS)
+    text = json.dumps(
+        _cleaned(value), ensure_ascii=False, separators=(", ", ": "), default=str
+    )
+    return one_line(text, MAX_VALUE_CHARS)
+
+
+def entity_label(hass: HomeAssistant, entity_id: str) -> str:
+    """Name an entity as HA names it, on one bounded line, with its id."""
+    state = hass.states.get(entity_id)
+    name = one_line(state.name, MAX_NAME_CHARS) if state is not None else ""
+    return f"{name} ({entity_id})" if name else entity_id
+
+
+def _scene_effects(hass: HomeAssistant, scene_id: str) -> list[str]:
+    """Describe what a scene of HA's own sets, one member per line."""
+    states = scene_states(hass, scene_id)
+    if not states:
+        return []
+    lines = []
+    for entity_id, state in list(states.items())[:MAX_EFFECTS_SHOWN]:
+        value = state.state
+        shown = (
+            value
+            if _PLAIN_STATE.fullmatch(value) and len(value) <= MAX_KEY_CHARS
+            else quoted(value, MAX_VALUE_CHARS)
+        )
+        lines.append(f"sets {entity_label(hass, entity_id)} to {shown}")
+    if len(states) > MAX_EFFECTS_SHOWN:
+        lines.append(f"and {len(states) - MAX_EFFECTS_SHOWN} more")
+    return lines
+
+
 def describe_call(hass: HomeAssistant, call: ResolvedCall) -> str:
-    """Describe a resolved call from the entities it touches, never from model prose."""
+    """Describe a resolved call from the entities it touches, never from model prose.
+
+    The first line is the action and its entities (names from HA, one-lined);
+    then one bounded line per data value (text in quotes, codes never shown)
+    and, for a scene, one line per entity it sets.
+    """
     verb = VERBS.get(
         (call.domain, call.service), call.service.replace("_", " ").capitalize()
     )
-    names = []
-    for entity_id in call.entity_ids:
-        state = hass.states.get(entity_id)
-        name = state.name if state is not None else entity_id
-        names.append(f"{name} ({entity_id})")
-    text = f"{verb} {', '.join(names)}"
-    details = {k: v for k, v in call.data.items() if k != ATTR_ENTITY_ID}
-    if details:
-        text += " with " + ", ".join(f"{k}={v}" for k, v in sorted(details.items()))
-    return text
+    names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
+    if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
+        names.append(f"and {len(call.entity_ids) - MAX_ENTITIES_SHOWN} more")
+    lines = [f"{verb} {', '.join(names)}"]
+    details = sorted(
+        ((str(k), v) for k, v in call.data.items() if k != ATTR_ENTITY_ID),
+        key=lambda item: item[0],
+    )
+    lines.extend(
+        f"{_key_text(key)}: {describe_value(key, value)}"
+        for key, value in details[:MAX_VALUES_SHOWN]
+    )
+    if len(details) > MAX_VALUES_SHOWN:
+        lines.append(f"and {len(details) - MAX_VALUES_SHOWN} more values")
+    if (call.domain, call.service) == ("scene", "turn_on"):
+        for scene_id in call.entity_ids[:MAX_ENTITIES_SHOWN]:
+            lines.extend(_scene_effects(hass, scene_id))
+    return "\n  ".join(lines)
 
 
 def summarize(hass: HomeAssistant, calls: Sequence[ResolvedCall]) -> str:
     """Describe every call of a pending action, one per line when several."""
-    lines = [describe_call(hass, call) for call in calls]
+    lines = [describe_call(hass, call) for call in calls[:MAX_CALLS_SHOWN]]
+    if len(calls) > MAX_CALLS_SHOWN:
+        lines.append(f"and {len(calls) - MAX_CALLS_SHOWN} more actions")
     if len(lines) == 1:
         return lines[0]
     return "\n".join(f"• {line}" for line in lines)
+
+
+def taint_reason(verdicts: Sequence[Verdict]) -> str | None:
+    """Say, in the integration's words, why outside text makes this ask.
+
+    None when no outside text was in the conversation. The sources are the
+    integration's own descriptions (ToolContext.taint_sources), one-lined.
+    """
+    sources = list(
+        dict.fromkeys(
+            line
+            for verdict in verdicts
+            for source in verdict.taint_sources
+            if (line := one_line(source, MAX_NAME_CHARS))
+        )
+    )
+    if not sources:
+        return None
+    listed = ", ".join(sources[:MAX_SOURCES_SHOWN])
+    if len(sources) > MAX_SOURCES_SHOWN:
+        listed += f" and {len(sources) - MAX_SOURCES_SHOWN} more"
+    if any(verdict.because_of_taint for verdict in verdicts):
+        return (
+            "I ask because text from outside the house is still in this "
+            f"conversation ({listed})."
+        )
+    return (
+        "Text from outside the house is still in this conversation "
+        f"({listed}): make sure this is what you asked for."
+    )
 
 
 def _no_fault(_step: str) -> None:
@@ -159,6 +341,7 @@ class ConfirmationManager:
         calls = tuple(call for verdict in verdicts for call in verdict.calls)
         now = time.time()
         summary = summarize(self.hass, calls)
+        reason = taint_reason(verdicts)
         return await self.database.async_run(
             lambda conn: store.insert_action(
                 conn,
@@ -170,6 +353,7 @@ class ConfirmationManager:
                 ha_user_id=ha_user_id,
                 calls=calls,
                 summary=summary,
+                reason=reason,
                 now=now,
                 expires_at=now + self.timeout,
             )
@@ -318,8 +502,12 @@ class ConfirmationManager:
         self.fault("after_finish")
         if ok:
             return DecisionResult(Outcome.DONE, f"Done: {action.summary}", action)
+        # The error comes from Home Assistant or the device, not from us: one
+        # bounded line, like every other value in the message.
         return DecisionResult(
-            Outcome.FAILED, f"It did not work: {action.summary}\n{outcome}", action
+            Outcome.FAILED,
+            f"It did not work: {action.summary}\n{one_line(outcome, MAX_ERROR_CHARS)}",
+            action,
         )
 
     def _recheck(self, calls: Sequence[ResolvedCall]) -> None:

@@ -7,20 +7,31 @@ groups become their members, ``homeassistant.turn_on`` becomes one call per
 domain, and scenes and entity groups are judged by the entities they change.
 The verdict carries the concrete calls to run, on explicit entity ids only, so
 what runs is exactly what was judged.
+
+An entity is *visible* when it exists, is exposed to Assist and reaches no
+unexposed entity (a group or scene with a hidden member is not visible). Every
+entity that is not visible gets the same answer, NOT_VISIBLE, whether it is
+hidden or does not exist, and no refusal or confirmation ever names one.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from homeassistant.components.automation import automations_with_entity
 from homeassistant.components.homeassistant.exposed_entities import (
     async_should_expose,
 )
+from homeassistant.components.homeassistant.scene import (
+    DATA_PLATFORM as SCENE_PLATFORM,
+)
+from homeassistant.components.homeassistant.scene import HomeAssistantScene
+from homeassistant.components.script import entities_in_script
 from homeassistant.const import (
     ATTR_AREA_ID,
     ATTR_DEVICE_CLASS,
@@ -35,6 +46,7 @@ from homeassistant.const import (
 )
 from homeassistant.core import valid_domain, valid_entity_id
 from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.group import GenericGroup, get_group_entities
 from homeassistant.helpers.target import (
     TargetSelection,
@@ -44,7 +56,7 @@ from homeassistant.helpers.target import (
 from ..const import CONF_ALLOWED_SCRIPTS, CONF_BLOCKED_SERVICES, CONF_CONFIRM_SERVICES
 
 if TYPE_CHECKING:
-    from homeassistant.core import HomeAssistant
+    from homeassistant.core import HomeAssistant, State
 
 ASSISTANT: Final = "conversation"
 
@@ -60,11 +72,12 @@ SCRIPT_ENTITY_SERVICES: Final = frozenset({"turn_on", "turn_off", "toggle"})
 INDIRECT_TARGETS: Final = (ATTR_AREA_ID, ATTR_DEVICE_ID, ATTR_FLOOR_ID, ATTR_LABEL_ID)
 TARGET_KEYS: Final = frozenset({ATTR_ENTITY_ID, *INDIRECT_TARGETS})
 
-# Opening these lets someone into the house; closing them does not.
-ENTRANCE_DEVICE_CLASSES: Final = frozenset({"garage", "gate", "door"})
+# Opening these lets someone (or something) in; closing them does not. Gas
+# valves are here too: opening one is a hazard, closing one is the safe side.
+ENTRANCE_DEVICE_CLASSES: Final = frozenset({"garage", "gate", "door", "gas"})
 # Confirmation entries for these services only apply to entrances: opening a
-# kitchen window is an everyday action. Tilting is left out on purpose: it
-# turns slats, it does not open the way in.
+# kitchen window or a garden valve is an everyday action. Tilting is left out
+# on purpose: it turns slats, it does not open the way in.
 ENTRANCE_SERVICES: Final = frozenset(
     {
         "cover.open_cover",
@@ -79,8 +92,32 @@ ENTRANCE_SERVICES: Final = frozenset(
 POSITION_SERVICES: Final = frozenset(
     {"cover.set_cover_position", "valve.set_valve_position"}
 )
-# A scene, entity group or foreign service that reaches these needs a person.
+# A scene, entity group or foreign service that reaches these needs a person,
+# whatever the options say; so does any change to another entity of a device
+# that has one of them (a camera's privacy switch, a lock's auto-unlock).
 SENSITIVE_DOMAINS: Final = frozenset({"lock", "alarm_control_panel", "camera"})
+# Helpers: entities that only hold a value for automations (and dashboards).
+# Their confirmation entries apply only to helpers an automation uses: switching
+# "away mode" may switch a security automation off. Other helpers are free.
+GATE_DOMAINS: Final = frozenset(
+    {
+        "input_boolean",
+        "input_button",
+        "input_datetime",
+        "input_number",
+        "input_select",
+        "input_text",
+        "counter",
+        "timer",
+    }
+)
+# Automation services; reload is refused by a hard rule, like every reload.
+AUTOMATION_SERVICES: Final = (
+    "automation.trigger",
+    "automation.turn_off",
+    "automation.turn_on",
+    "automation.toggle",
+)
 
 DEFAULT_CONFIRM_SERVICES: Final = frozenset(
     {
@@ -95,7 +132,17 @@ DEFAULT_CONFIRM_SERVICES: Final = frozenset(
         "camera.disable_motion_detection",
         # Shows a camera's picture on a screen: a privacy change too.
         "camera.play_stream",
-        "automation.trigger",
+        # A disabled automation can be a disabled protection; running one runs
+        # whatever it does, an enabled one may be a trap.
+        *AUTOMATION_SERVICES,
+        # Silencing a siren or an alert (water leak, door left open) hides a
+        # warning; sounding one frightens the house.
+        "siren",
+        "alert",
+        # An IR/RF blaster can replay the remote of a gate or a garage door.
+        "remote.send_command",
+        # Only for helpers an automation uses (see GATE_DOMAINS).
+        *GATE_DOMAINS,
     }
 )
 DEFAULT_BLOCKED_SERVICES: Final = frozenset(
@@ -115,6 +162,9 @@ DEFAULT_BLOCKED_SERVICES: Final = frozenset(
         "persistent_notification",
         "system_log",
         "logger",
+        # Installing or skipping software and firmware (Home Assistant itself,
+        # a lock's firmware) is for the admin.
+        "update",
         # Scripts can do anything; the options allow single scripts.
         SCRIPT,
         # Creating or changing scenes and groups edits the configuration.
@@ -134,6 +184,55 @@ CRITICAL_CONFIRMATIONS: Final = (
     "lock.open",
     "alarm_control_panel.alarm_disarm",
     *sorted(ENTRANCE_SERVICES),
+    "automation.turn_off",
+    "automation.toggle",
+)
+
+# What a scene does to a member, as HA's reproduce_state does it: the state a
+# scene sets, per domain, and the service that sets it.
+SCENE_STATE_SERVICES: Final[Mapping[str, Mapping[str, str]]] = {
+    "lock": {
+        "locked": "lock",
+        "locking": "lock",
+        "unlocked": "unlock",
+        "unlocking": "unlock",
+        "open": "open",
+        "opening": "open",
+    },
+    "alarm_control_panel": {
+        "armed_away": "alarm_arm_away",
+        "armed_custom_bypass": "alarm_arm_custom_bypass",
+        "armed_home": "alarm_arm_home",
+        "armed_night": "alarm_arm_night",
+        "armed_vacation": "alarm_arm_vacation",
+        "disarmed": "alarm_disarm",
+        "triggered": "alarm_trigger",
+    },
+    "cover": {
+        "open": "open_cover",
+        "opening": "open_cover",
+        "closed": "close_cover",
+        "closing": "close_cover",
+    },
+    "timer": {"active": "start", "paused": "pause", "idle": "cancel"},
+}
+# Domains whose scene state is a value set by one service.
+SCENE_VALUE_SERVICES: Final[Mapping[str, str]] = {
+    "input_select": "select_option",
+    "select": "select_option",
+    "input_number": "set_value",
+    "number": "set_value",
+    "input_text": "set_value",
+    "text": "set_value",
+    "input_datetime": "set_datetime",
+    "counter": "set_value",
+}
+
+# The one answer for an entity that is hidden or does not exist: it names no
+# entity, so the two cannot be told apart.
+NOT_VISIBLE: Final = (
+    "an entity_id you gave is not an entity you can see; use list_entities "
+    "to find the right one"
 )
 
 # Bounds that keep a hostile call from making the resolver do unbounded work.
@@ -174,6 +273,11 @@ class Verdict:
     targets: tuple[str, ...]
     # What to execute when allowed or confirmed; empty when blocked.
     calls: tuple[ResolvedCall, ...] = ()
+    # What outside text was in the prompt when the call was made, in the
+    # integration's words (ToolContext.taint_sources); empty when none was.
+    taint_sources: tuple[str, ...] = ()
+    # True when only the taint rule asks: the policy alone would have allowed it.
+    because_of_taint: bool = False
 
 
 def is_valid_entry(entry: str) -> bool:
@@ -334,6 +438,38 @@ def _domain_of(entity_id: str) -> str:
     return entity_id.partition(".")[0]
 
 
+def scene_states(hass: HomeAssistant, scene_id: str) -> Mapping[str, State] | None:
+    """Return what a scene of Home Assistant's own sets, per member entity.
+
+    None for scenes of other integrations (a Hue scene): they do not say.
+    """
+    platform = hass.data.get(SCENE_PLATFORM)
+    entity = platform.entities.get(scene_id) if platform is not None else None
+    if not isinstance(entity, HomeAssistantScene):
+        return None
+    return entity.scene_config.states
+
+
+def scene_action(
+    domain: str, state: str, attributes: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]] | None:
+    """Return the service (and its data) a scene calls to set a member's state.
+
+    As HA's reproduce_state does; None when the state maps to no service.
+    """
+    position = attributes.get("current_position")
+    if domain == "cover" and state in {"open", "opening"} and position is not None:
+        return "set_cover_position", {"position": position}
+    if (services := SCENE_STATE_SERVICES.get(domain)) is not None:
+        service = services.get(state)
+        return (service, {}) if service is not None else None
+    if (service := SCENE_VALUE_SERVICES.get(domain)) is not None:
+        return service, {}
+    if state in {"on", "off"}:
+        return f"turn_{state}", {}
+    return None
+
+
 class _Judge:
     """Resolves one call as the model wrote it; collects calls and reasons."""
 
@@ -353,6 +489,17 @@ class _Judge:
     def _exists(self, entity_id: str) -> bool:
         return (
             valid_entity_id(entity_id) and self.hass.states.get(entity_id) is not None
+        )
+
+    def visible(self, entity_id: str) -> bool:
+        """Tell whether the entity exists, is exposed and reaches no hidden entity."""
+        if not (self._exists(entity_id) and self._exposed(entity_id)):
+            return False
+        # A member without a state has no entity to change. A group too big or
+        # too deep to walk raises, naming only itself.
+        return all(
+            self.hass.states.get(member) is None or self._exposed(member)
+            for member, _parent in self._walk(entity_id)
         )
 
     def _members(self, entity_id: str) -> list[str]:
@@ -388,11 +535,61 @@ class _Judge:
             and state.attributes.get(ATTR_DEVICE_CLASS) in ENTRANCE_DEVICE_CLASSES
         )
 
+    def _on_security_device(self, entity_id: str) -> bool:
+        """Tell whether another entity of the same device is a lock, alarm or camera.
+
+        A camera's privacy switch, a lock's auto-unlock or an alarm panel's
+        bypass switch weaken the protection as much as the camera, the lock or
+        the panel themselves.
+        """
+        if _domain_of(entity_id) in SENSITIVE_DOMAINS:
+            return False
+        registry = er.async_get(self.hass)
+        entry = registry.async_get(entity_id)
+        if entry is None or entry.device_id is None:
+            return False
+        return any(
+            _domain_of(sibling.entity_id) in SENSITIVE_DOMAINS
+            for sibling in er.async_entries_for_device(registry, entry.device_id)
+        )
+
     def _sensitive(self, entity_id: str) -> bool:
         """Tell whether changing the entity in any way deserves a person's look."""
         domain = _domain_of(entity_id)
-        return domain in SENSITIVE_DOMAINS or (
-            domain in {"cover", "valve"} and self._entrance(entity_id)
+        return (
+            domain in SENSITIVE_DOMAINS
+            or (domain in {"cover", "valve"} and self._entrance(entity_id))
+            or self._on_security_device(entity_id)
+        )
+
+    def _gates_automation(self, entity_id: str) -> bool:
+        """Tell whether the entity is a helper that some automation uses."""
+        return _domain_of(entity_id) in GATE_DOMAINS and bool(
+            automations_with_entity(self.hass, entity_id)
+        )
+
+    def _protective(self, entity_id: str) -> bool:
+        """Tell whether some change to the entity would need confirmation.
+
+        The hard rule (_sensitive), or a confirmation entry of the policy that
+        applies to this entity for some service of its domain.
+        """
+        if self._sensitive(entity_id):
+            return True
+        domain = _domain_of(entity_id)
+        entries = [
+            entry
+            for entry in self.policy.confirm
+            if entry == domain or entry.startswith(f"{domain}.")
+        ]
+        if not entries:
+            return False
+        if domain in GATE_DOMAINS:
+            return self._gates_automation(entity_id)
+        return (
+            domain in self.policy.confirm
+            or any(entry not in ENTRANCE_SERVICES for entry in entries)
+            or self._entrance(entity_id)
         )
 
     def _owns_entities(self, domain: str) -> bool:
@@ -426,14 +623,6 @@ class _Judge:
         if any(m not in seen for parent in frontier for m in self._members(parent)):
             _refuse(f"{root} nests groups too deeply")
 
-    def _unexposed_member(self, root: str) -> str | None:
-        """Return a member the user did not expose, if the entity reaches one."""
-        for member, _parent in self._walk(root):
-            # A member without a state has no entity to change.
-            if self.hass.states.get(member) is not None and not self._exposed(member):
-                return member
-        return None
-
     # The steps of a decision.
 
     def _check_blocked(self, domain: str, service: str) -> None:
@@ -463,7 +652,12 @@ class _Judge:
             )
 
     def _check_data(self, data: Mapping[str, Any]) -> None:
-        """Judge entities named in the service data (tts players, members to join)."""
+        """Judge entities named in the service data (tts players, members to join).
+
+        Anything written like the id of an entity of a real entity domain must
+        be visible, existing or not: a hidden one and a missing one are refused
+        alike, so the data cannot be used to probe for hidden entities.
+        """
         stack: list[object] = [data]
         count = 0
         while stack:
@@ -478,15 +672,16 @@ class _Judge:
                 stack.extend(value)
             elif isinstance(value, str) and "." in value:
                 for part in value.split(","):
-                    if self._exists(entity_id := part.strip().lower()):
+                    entity_id = part.strip().lower()
+                    if valid_entity_id(entity_id) and self._owns_entities(
+                        _domain_of(entity_id)
+                    ):
                         self._check_named(entity_id)
 
     def _check_named(self, entity_id: str) -> None:
-        """Refuse a hidden entity named in the data; ask for a sensitive one."""
-        if not self._exposed(entity_id):
-            _refuse(f"{entity_id} is not exposed to the assistant")
-        if (unexposed := self._unexposed_member(entity_id)) is not None:
-            _refuse(f"{unexposed} is not exposed to the assistant")
+        """Refuse an entity named in the data that is not visible; ask for one."""
+        if not self.visible(entity_id):
+            _refuse(NOT_VISIBLE)
         # A named group or scene stands for its members.
         for named in (entity_id, *(member for member, _ in self._walk(entity_id))):
             if self._sensitive(named):
@@ -503,7 +698,7 @@ class _Judge:
             yield from self._expand(member, depth + 1)
 
     def _resolve(self, domain: str | None, targets: _Targets) -> list[str]:
-        """Return the explicit, exposed entities a call on ``domain`` changes.
+        """Return the explicit, visible entities a call on ``domain`` changes.
 
         ``domain`` None keeps every domain (homeassistant.turn_on and friends).
         """
@@ -514,12 +709,9 @@ class _Judge:
         only = domain if domain is not None and self._owns_entities(domain) else None
         resolved: list[str] = []
         for entity_id in targets.entity_ids:
-            if not self._exists(entity_id):
-                _refuse(f"{entity_id} does not exist")
-            if not self._exposed(entity_id):
-                _refuse(f"{entity_id} is not exposed to the assistant")
-            if (unexposed := self._unexposed_member(entity_id)) is not None:
-                _refuse(f"{unexposed} is not exposed to the assistant")
+            if not self.visible(entity_id):
+                # Hidden or missing: the same words, naming nothing.
+                _refuse(NOT_VISIBLE)
             if not self._expanded_by_ha(entity_id):
                 if only is not None and _domain_of(entity_id) != only:
                     _refuse(f"{entity_id} is not a {only} entity")
@@ -547,9 +739,11 @@ class _Judge:
         selected = async_extract_referenced_entity_ids(
             self.hass, TargetSelection(dict(indirect)), expand_group=False
         )
+        # A device without a visible entity and a device that does not exist
+        # get the same answer below: devices are not named anywhere the model
+        # looks, and one with only hidden entities must not show it exists.
         for key, missing in (
             (ATTR_AREA_ID, selected.missing_areas),
-            (ATTR_DEVICE_ID, selected.missing_devices),
             (ATTR_FLOOR_ID, selected.missing_floors),
             (ATTR_LABEL_ID, selected.missing_labels),
         ):
@@ -563,9 +757,7 @@ class _Judge:
             entity_id
             for entity_id in sorted(selected.indirectly_referenced)
             if (only is None or _domain_of(entity_id) == only)
-            and self._exists(entity_id)
-            and self._exposed(entity_id)
-            and self._unexposed_member(entity_id) is None
+            and self.visible(entity_id)
         ]
         if not found:
             where = ", ".join(
@@ -579,26 +771,56 @@ class _Judge:
         self.reasons[reason] = None
 
     def _judge_direct(
-        self, domain: str, service: str, entity_id: str, data: Mapping[str, Any]
+        self,
+        domain: str,
+        service: str,
+        entity_id: str,
+        data: Mapping[str, Any],
+        via: str | None = None,
     ) -> None:
-        """Apply the confirmation entries to one entity the service acts on."""
+        """Apply the confirmation entries to one entity the service acts on.
+
+        ``via`` is the scene that would make the call, for the reason's words.
+        """
         name = f"{domain}.{service}"
-        if domain in self.policy.confirm:
-            self._confirm(f"{name} needs confirmation")
-        elif name in self.policy.confirm:
-            if name not in ENTRANCE_SERVICES:
-                self._confirm(f"{name} needs confirmation")
+        reasons: list[str] = []
+        if self.policy.needs_confirmation(domain, service):
+            if domain in GATE_DOMAINS:
+                if self._gates_automation(entity_id):
+                    reasons.append(
+                        f"{entity_id} is used by an automation, so {name} "
+                        "needs confirmation"
+                    )
+            elif domain in self.policy.confirm or name not in ENTRANCE_SERVICES:
+                reasons.append(f"{name} needs confirmation")
             elif self._entrance(entity_id) and not (
                 name in POSITION_SERVICES and data.get("position") in (0, "0")
             ):
-                self._confirm(f"opening {entity_id} needs confirmation")
-        if _domain_of(entity_id) != domain and self._sensitive(entity_id):
-            self._confirm(f"{name} acts on {entity_id}, which needs confirmation")
+                reasons.append(f"opening {entity_id} needs confirmation")
+        entity_domain = _domain_of(entity_id)
+        if entity_domain != domain and self._sensitive(entity_id):
+            reasons.append(f"{name} acts on {entity_id}, which needs confirmation")
+        elif entity_domain not in SENSITIVE_DOMAINS and self._on_security_device(
+            entity_id
+        ):
+            reasons.append(
+                f"{entity_id} belongs to a lock, alarm or camera device, so "
+                f"{name} needs confirmation"
+            )
+        if via is not None and reasons:
+            reasons = [
+                f"{via} would run {name} on {entity_id}, which needs confirmation"
+            ]
+        for reason in reasons:
+            self._confirm(reason)
 
     def _judge_members(
         self, domain: str, service: str, entity_id: str, data: Mapping[str, Any]
     ) -> None:
         """Judge what an entity group or scene changes when the call reaches it."""
+        if _domain_of(entity_id) == SCENE:
+            self._judge_scene(entity_id)
+            return
         for member, parent in self._walk(entity_id):
             if self.hass.states.get(member) is None:
                 continue
@@ -608,6 +830,74 @@ class _Judge:
                 self._judge_direct(domain, service, member, data)
             elif self._sensitive(member):
                 self._confirm(f"it would change {member}, which needs confirmation")
+
+    def _judge_scene(self, scene_id: str) -> None:
+        """Judge a scene as the calls it makes: unlocking is unlocking.
+
+        A member whose new state is unknown (a scene of another integration)
+        and that is sensitive still asks, as does any sensitive member.
+        """
+        wanted: dict[str, tuple[str, Mapping[str, Any]]] = {
+            member: (state.state, state.attributes)
+            for member, state in (scene_states(self.hass, scene_id) or {}).items()
+        }
+        for member, parent in self._walk(scene_id):
+            if self.hass.states.get(member) is None:
+                continue
+            self.targets[member] = None
+            if member not in wanted and parent in wanted:
+                # A group in the scene: HA gives each member the group's state.
+                wanted[member] = wanted[parent]
+            before = len(self.reasons)
+            if member in wanted and (
+                action := scene_action(_domain_of(member), *wanted[member])
+            ):
+                service, data = action
+                domain = _domain_of(member)
+                try:
+                    self._check_blocked(domain, service)
+                except _RefusedError:
+                    _refuse(
+                        f"{scene_id} would run {domain}.{service}, which is "
+                        "blocked for the assistant"
+                    )
+                self._judge_direct(domain, service, member, data, via=scene_id)
+            if len(self.reasons) == before and self._sensitive(member):
+                self._confirm(f"it would change {member}, which needs confirmation")
+
+    def _judge_script(self, script_id: str) -> None:
+        """Ask before an allowed script runs that may change a protective entity.
+
+        The script's own actions (and those of the scripts and scenes it
+        reaches) are what runs: a script that disarms the alarm disarms it.
+        """
+        seen = {script_id}
+        frontier = [script_id]
+        for _ in range(MAX_EXPANSION_DEPTH):
+            following: list[str] = []
+            for parent in frontier:
+                reached = (
+                    entities_in_script(self.hass, parent)
+                    if _domain_of(parent) == SCRIPT
+                    else self._members(parent)
+                )
+                for entity_id in sorted(reached):
+                    if entity_id in seen or len(seen) > MAX_TARGETS:
+                        continue
+                    seen.add(entity_id)
+                    following.append(entity_id)
+                    if not self._protective(entity_id):
+                        continue
+                    if self.visible(entity_id):
+                        self._confirm(
+                            f"{script_id} may change {entity_id}, which needs "
+                            "confirmation"
+                        )
+                    else:
+                        self._confirm(
+                            f"{script_id} may change an entity that needs confirmation"
+                        )
+            frontier = following
 
     def _judge_call(
         self, domain: str, service: str, targets: _Targets, data: Mapping[str, Any]
@@ -626,6 +916,8 @@ class _Judge:
             self.targets[entity_id] = None
             self._judge_direct(domain, service, entity_id, data)
             self._judge_members(domain, service, entity_id, data)
+            if _domain_of(entity_id) == SCRIPT and service != "turn_off":
+                self._judge_script(entity_id)
         self.calls.append(ResolvedCall(domain, service, tuple(entity_ids), data))
 
     def _judge_expanded(
@@ -681,15 +973,40 @@ TAINT_REASON: Final = (
 )
 
 
-def require_confirmation(verdict: Verdict, reason: str = TAINT_REASON) -> Verdict:
+def require_confirmation(
+    verdict: Verdict, sources: Sequence[str] = (), reason: str = TAINT_REASON
+) -> Verdict:
     """Make an allowed verdict wait for the user (the taint rule).
 
     Blocked stays blocked and a confirmation stays a confirmation; only what
-    the policy would have let run at once now waits for a person.
+    the policy would have let run at once now waits for a person. ``sources``
+    (what outside text is in the prompt) travel with the verdict, so the
+    confirmation request can say why it asks.
     """
-    if verdict.decision is not Decision.ALLOW:
+    if verdict.decision is Decision.BLOCK:
         return verdict
-    return Verdict(Decision.CONFIRM, reason, verdict.targets, verdict.calls)
+    if verdict.decision is Decision.CONFIRM:
+        return replace(verdict, taint_sources=tuple(sources))
+    return Verdict(
+        Decision.CONFIRM,
+        reason,
+        verdict.targets,
+        verdict.calls,
+        taint_sources=tuple(sources),
+        because_of_taint=True,
+    )
+
+
+def is_visible(hass: HomeAssistant, entity_id: str) -> bool:
+    """Tell whether the assistant may see the entity: exists, exposed, no hidden member.
+
+    Everything else is answered as if it did not exist.
+    """
+    try:
+        return _Judge(hass, DEFAULT_POLICY).visible(entity_id)
+    except _RefusedError:
+        # Too big or too deep to walk: every call on it is refused for that.
+        return True
 
 
 def evaluate_call(

@@ -47,6 +47,8 @@ class PendingAction:
     status: str
     message_id: int | None
     outcome: str | None
+    # Why outside text made this ask, in the integration's words (or None).
+    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,7 @@ def decode_calls(text: str) -> tuple[ResolvedCall, ...]:
 
 _COLUMNS = (
     "id, token, conversation_key, bot_entry_id, chat_id, requester, ha_user_id,"
-    " calls, summary, created_at, expires_at, status, message_id, outcome"
+    " calls, summary, created_at, expires_at, status, message_id, outcome, reason"
 )
 
 
@@ -128,6 +130,7 @@ def _row_to_action(row: Sequence[Any]) -> PendingAction:
         status=row[11],
         message_id=row[12],
         outcome=row[13],
+        reason=row[14],
     )
 
 
@@ -166,12 +169,13 @@ def insert_action(  # noqa: PLR0913 - one column each
     summary: str,
     now: float,
     expires_at: float,
+    reason: str | None = None,
 ) -> PendingAction:
     """Store a new pending action and its 'confirmation requested' audit row."""
     cur = conn.execute(
         "INSERT INTO pending_actions (token, conversation_key, bot_entry_id,"
         " chat_id, requester, ha_user_id, calls, summary, created_at, expires_at,"
-        " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " status, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             token,
             conversation_key,
@@ -184,6 +188,7 @@ def insert_action(  # noqa: PLR0913 - one column each
             now,
             expires_at,
             Status.PENDING,
+            reason,
         ),
     )
     action_id = int(cur.lastrowid or 0)

@@ -173,9 +173,14 @@ MIGRATIONS: dict[int, str] = {
             dim INTEGER NOT NULL
         );
     """,
+    # Why a pending action asks when outside text made it ask (the taint
+    # rule), shown with the request; older rows have none.
+    6: """
+        ALTER TABLE pending_actions ADD COLUMN reason TEXT;
+    """,
     # The append-only history: which turn a summary reaches (it replaces the
     # turns up to it at the next trim), and which answers read outside text.
-    6: """
+    7: """
         ALTER TABLE conversation_sessions ADD COLUMN summary_turn TEXT;
         ALTER TABLE conversation_history ADD COLUMN turn_id TEXT;
         ALTER TABLE conversation_history ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;

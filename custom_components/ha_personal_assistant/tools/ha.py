@@ -14,7 +14,7 @@ from homeassistant.components.homeassistant.exposed_entities import (
     async_should_expose,
 )
 from homeassistant.const import ATTR_ENTITY_ID, ATTR_FRIENDLY_NAME
-from homeassistant.core import Context
+from homeassistant.core import Context, valid_entity_id
 from homeassistant.exceptions import HomeAssistantError, Unauthorized, UnknownUser
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
@@ -26,10 +26,12 @@ from ..security.firewall import mark_untrusted_parts
 from ..security.people import acting_user_id
 from ..security.permissions import (
     ASSISTANT,
+    NOT_VISIBLE,
     Decision,
     ResolvedCall,
     Verdict,
     evaluate_call,
+    is_visible,
     require_confirmation,
 )
 from ..security.trust import (
@@ -64,9 +66,17 @@ def is_exposed(hass: HomeAssistant, entity_id: str) -> bool:
 
 
 def exposed_states(hass: HomeAssistant) -> list[State]:
-    """Return the states of every entity exposed to Assist, sorted by id."""
+    """Return the states of every entity the assistant may see, sorted by id.
+
+    Exposed to Assist, and reaching no hidden entity: a group or scene with a
+    hidden member is left out like the member itself (permissions.is_visible).
+    """
     return sorted(
-        (s for s in hass.states.async_all() if is_exposed(hass, s.entity_id)),
+        (
+            s
+            for s in hass.states.async_all()
+            if is_exposed(hass, s.entity_id) and is_visible(hass, s.entity_id)
+        ),
         key=lambda s: s.entity_id,
     )
 
@@ -89,12 +99,10 @@ def area_name(hass: HomeAssistant, entity_id: str) -> str | None:
 def _visible_state(hass: HomeAssistant, entity_id: str) -> State:
     """Return the state of an exposed entity, or refuse in words the model can use."""
     state = hass.states.get(entity_id)
-    if state is None or not is_exposed(hass, entity_id):
-        # The same answer for both, so the model cannot probe for hidden entities.
-        msg = (
-            f"{entity_id} is not an entity you can see. "
-            "Use list_entities to find the right entity_id."
-        )
+    if state is None or not is_visible(hass, entity_id):
+        # The same answer for both, naming nothing, so the model cannot probe
+        # for hidden entities.
+        msg = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
         raise ToolError(msg)
     return state
 
@@ -145,15 +153,40 @@ class OutsideText:
         return "\n".join(lines)
 
 
-def _attributes(state: State, outside: OutsideText | None) -> dict[str, Any]:
+def _names_hidden(hass: HomeAssistant, value: object) -> bool:
+    """Tell whether an attribute value is the id of an entity the assistant may not see.
+
+    A group lists its members, a media player the players it plays with, a
+    person their trackers: a hidden one must not be named through them.
+    """
+    if not isinstance(value, str):
+        return False
+    text = value.strip().lower()
+    return (
+        valid_entity_id(text)
+        and hass.states.get(text) is not None
+        and not is_visible(hass, text)
+    )
+
+
+def _attributes(
+    hass: HomeAssistant, state: State, outside: OutsideText | None
+) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    for key, value in state.attributes.items():
+    for key, raw in state.attributes.items():
         if key in HIDDEN_ATTRIBUTES or key == ATTR_FRIENDLY_NAME:
             continue
         if not _KEY.fullmatch(key):
             # A key that is not an identifier was written by a service, not
             # by an integration's code: not shown at all.
             continue
+        if _names_hidden(hass, raw):
+            continue
+        value = (
+            [item for item in raw if not _names_hidden(hass, item)]
+            if isinstance(raw, (list, tuple))
+            else raw
+        )
         if attribute_is_trusted(state, key, value):
             result[key] = _short(value)
         elif outside is not None:
@@ -193,7 +226,7 @@ def describe(
     if (area := area_name(hass, state.entity_id)) is not None:
         info["area"] = area
     if full:
-        info["attributes"] = _attributes(state, outside)
+        info["attributes"] = _attributes(hass, state, outside)
         info["last_changed"] = state.last_changed.isoformat(timespec="seconds")
     return info
 
@@ -377,7 +410,8 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
     if ctx.tainted:
         # The taint rule: text from the web or a document is in this turn, so
         # nothing changes on the model's word alone, whatever the policy says.
-        verdict = require_confirmation(verdict)
+        # What that text is goes with the proposal: the request says why.
+        verdict = require_confirmation(verdict, ctx.taint_sources)
     if verdict.decision is Decision.CONFIRM:
         # Never run here: the user confirms with a Telegram button, and the
         # model cannot press it. The request is sent after this turn.
