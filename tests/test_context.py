@@ -397,10 +397,15 @@ async def test_untrusted_documents_are_cut_first_in_a_small_window(
     for request in fake_ollama.chat_requests:
         assert _real_tokens(request) <= budget.limit
         assert f"{question}\n\n[Context]" in last_user_content(request)
-    # Some chunk still made it, but not all five.
-    tools = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"][-1:]]
-    assert "defrosts" in tools[0]
-    assert tools[0].count("Manual") < 5
+    # Some chunk still made it, but never all five.
+    fenced = [
+        m["content"]
+        for request in fake_ollama.chat_requests
+        for m in request["messages"]
+        if m["role"] == "tool"
+    ]
+    assert any("defrosts" in text for text in fenced)
+    assert all(text.count("Manual") < 5 for text in fenced)
 
 
 async def test_the_turn_reports_the_tokens_of_its_request(

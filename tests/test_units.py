@@ -100,24 +100,27 @@ def _turn(index: int, *, untrusted: bool = False) -> list[Any]:
 
 def test_a_tainted_turn_leaves_after_two_more_turns_keeping_the_users_bytes() -> None:
     """The user's own message stays byte for byte; what read outside text goes."""
-    turns = [_turn(0), _turn(1, untrusted=True), _turn(2)]
+    # Turn 2's answer was written while turn 1's page was in the prompt.
+    turns = [_turn(0), _turn(1, untrusted=True), _turn(2, untrusted=True)]
     kept, changed = expire_taint(turns)
     assert not changed
     assert kept == turns
-    turns.append(_turn(3))
+    turns.append(_turn(3, untrusted=True))
     kept, changed = expire_taint(turns)
     assert changed
     assert kept[0] == turns[0]
-    assert kept[1][0] == turns[1][0]
-    assert len(kept[1]) == 2
-    assert "web_search results" in str(kept[1][1].content)
-    assert not untrusted_sources(kept[1][1])
+    # The whole window goes at once: every turn written under its influence.
+    for index in (1, 2, 3):
+        assert kept[index][0] == turns[index][0]
+        assert len(kept[index]) == 2
+        assert "web_search results" in str(kept[index][1].content)
+        assert not untrusted_sources(kept[index][1])
     assert sources_of([m for turn in kept for m in turn]) == []
     assert [len(turn) for turn in split_turns([m for t in kept for m in t])] == [
         4,
         2,
-        4,
-        4,
+        2,
+        2,
     ]
 
 

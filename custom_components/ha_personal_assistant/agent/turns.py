@@ -14,9 +14,11 @@ sends):
   context block the integration added to them.
 
 Untrusted text leaves the prompt as early as the conversation allows: a turn
-that read it is kept for :data:`TAINTED_TURNS_KEPT` more turns (for follow-up
-questions), then reduced to the user's own message and a fixed note; at a
-trim, every tainted turn is reduced at once; ``/new`` leaves all of it behind.
+that read it, and the turns after it (their answers were written while it
+was in the prompt), stay for :data:`TAINTED_TURNS_KEPT` more turns (for
+follow-up questions); then all of them are reduced to the user's own messages
+and a fixed note at once. At a trim every tainted turn is reduced; ``/new``
+leaves all of it behind.
 """
 
 from __future__ import annotations
@@ -143,20 +145,25 @@ def stub_turn(turn: Sequence[AnyMessage]) -> list[AnyMessage]:
 def expire_taint(
     turns: list[list[AnyMessage]], kept_after: int = TAINTED_TURNS_KEPT
 ) -> tuple[list[list[AnyMessage]], bool]:
-    """Reduce tainted turns followed by ``kept_after`` turns or more.
+    """End the taint window once ``kept_after`` turns followed its first turn.
+
+    A turn that read untrusted text taints every answer written after it (the
+    model read it), so the turns that follow are tainted too: the window is
+    the first tainted turn and everything after it. Once ``kept_after`` turns
+    followed that first one, every tainted turn in the window is reduced to
+    the user's own message at once, and the prompt is clean again.
 
     Returns the turns and whether any changed.
     """
-    changed = False
-    result: list[list[AnyMessage]] = []
-    for index, turn in enumerate(turns):
-        later = len(turns) - index - 1
-        if later >= kept_after and is_tainted_turn(turn):
-            result.append(stub_turn(turn))
-            changed = True
-        else:
-            result.append(turn)
-    return result, changed
+    first = next(
+        (index for index, turn in enumerate(turns) if is_tainted_turn(turn)), None
+    )
+    if first is None or len(turns) - first - 1 < kept_after:
+        return turns, False
+    return [
+        stub_turn(turn) if index >= first and is_tainted_turn(turn) else turn
+        for index, turn in enumerate(turns)
+    ], True
 
 
 def asked_line(turn: Sequence[AnyMessage]) -> str:
