@@ -25,16 +25,22 @@ from langgraph.runtime import Runtime  # noqa: TC002 - LangGraph reads node hint
 from ollama import ResponseError
 from pydantic import ValidationError
 
-from ..const import KEPT_TURNS, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
+from ..const import KEPT_TURNS, LOGGER, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
 from .prompts import (
     CONTEXT_HEADER,
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
-    FEEDBACK_TEXT_TOOL_CALL,
     REPLY_GAVE_UP,
     REPLY_TOO_MANY_STEPS,
+    REPLY_UNUSABLE,
     SUMMARY_HEADER,
     SYSTEM_PROMPT,
+)
+from .reply_check import (
+    check_reply,
+    corrected_before,
+    rejected_answer,
+    shown_while_streaming,
 )
 
 if TYPE_CHECKING:
@@ -51,11 +57,8 @@ if TYPE_CHECKING:
 TURN_PREFIX: Final = "turn-"
 FEEDBACK_PREFIX: Final = "feedback-"
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
-# A reasoning block still open, or a tag still being written, at the end.
+# A reasoning block still open at the end.
 _OPEN_THINK_RE: Final = re.compile(r"<think>.*\Z", re.DOTALL)
-_OPEN_TAG_RE: Final = re.compile(r"<[^<>\s]{0,40}\Z")
-# How a tool call written as text starts; never shown as a partial reply.
-_TOOL_CALL_START_RE: Final = re.compile(r"\A\s*(?:[{\[]|<tool_call|<function)")
 
 
 class AgentState(TypedDict, total=False):
@@ -112,12 +115,9 @@ def message_text(message: AnyMessage) -> str:
 
 
 def partial_text(text: str) -> str:
-    """Return what of a partial answer may be shown: no reasoning, no half tags."""
+    """Return what of a partial answer may be shown: no reasoning, no junk."""
     text = _OPEN_THINK_RE.sub("", _THINK_RE.sub("", text))
-    text = _OPEN_TAG_RE.sub("", text).strip()
-    if _TOOL_CALL_START_RE.match(text):
-        return ""
-    return text
+    return shown_while_streaming(text.lstrip())
 
 
 async def _stream(
@@ -151,18 +151,6 @@ def message_text_raw(message: AnyMessage) -> str:
             for part in content
         )
     return content
-
-
-def _looks_like_text_tool_call(text: str, tool_names: list[str]) -> bool:
-    """Tell whether the model wrote a tool call as text instead of calling it."""
-    if "<tool_call>" in text or "<function" in text:
-        return True
-    names = "|".join(re.escape(name) for name in tool_names)
-    pattern = (
-        r"[{\[]\s*\"(?:name|function|tool)\"\s*:\s*\"(?:" + names + r")\""
-        r"|^\s*(?:" + names + r")\s*\("
-    )
-    return re.search(pattern, text, re.MULTILINE) is not None
 
 
 def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
@@ -250,8 +238,14 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
     text = message_text(response)
     if not text:
         return retry(_feedback(FEEDBACK_EMPTY))
-    if _looks_like_text_tool_call(text, turn.registry.names):
-        return retry(response, _feedback(FEEDBACK_TEXT_TOOL_CALL))
+    if (junk := check_reply(text)) is not None:
+        # One correction, then an honest apology: never the junk itself.
+        LOGGER.debug("The model wrote %s instead of an answer", junk.junk)
+        if feedback_rounds >= MAX_FEEDBACK_ROUNDS or corrected_before(
+            state.get("messages", []), state.get("turn_id")
+        ):
+            return {"messages": [_final(REPLY_UNUSABLE)], "route": "finish"}
+        return retry(rejected_answer(response, text), _feedback(junk.feedback))
     return {"messages": [response], "route": "finish"}
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..agent.reply_check import PROMPT
 from ..const import LOGGER
 
 if TYPE_CHECKING:
@@ -86,6 +87,14 @@ class ToolSpec:
                 "parameters": _compact_schema(params),
             },
         }
+
+    def texts(self) -> list[str]:
+        """Return the descriptions the model reads: the tool's and its arguments'."""
+        properties = self.schema()["function"]["parameters"].get("properties", {})
+        return [
+            self.description,
+            *(str(p["description"]) for p in properties.values() if "description" in p),
+        ]
 
 
 def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -187,6 +196,12 @@ class ToolRegistry:
         """
         self._tools = {tool.name: tool for tool in tools}
         self._disabled = dict(disabled or {})
+        # What the model reads about its tools is what its answers must not
+        # repeat; a disabled tool may still be written out as a call.
+        PROMPT.add(
+            [*self._tools, *self._disabled],
+            [text for tool in self._tools.values() for text in tool.texts()],
+        )
 
     def __contains__(self, name: object) -> bool:
         """Tell whether a tool of that name is enabled."""
