@@ -148,4 +148,6 @@ GOOD: Final = [
     "Das Licht in der Küche ist an.",
     "客厅的灯已经打开了。",
     "1. Kitchen: on\n2. Hall: off\n3. Porch: on",
+    "The timer is optional (default = 10 minutes).",
+    "Turn it on (domain = light, if you set it up as one).",
 ]

@@ -29,6 +29,7 @@ from custom_components.ha_personal_assistant.tools.registry import ToolRegistry
 
 from .junk_replies import GOOD, JUNK, JUNK_IDS, SPECS, TOOL_MODEL_SCHEMA
 from .junk_replies import Junk as JunkReply
+from .token_samples import LANGUAGES, intent_responses
 
 KINDS = {
     "tool_model_schema": Junk.SCHEMA,
@@ -69,6 +70,18 @@ def test_ordinary_answers_are_not_junk(text: str) -> None:
     # Drafts show the answer as it grows, never anything else.
     for end in range(1, len(text) + 1):
         assert text.startswith(partial_text(text[:end]))
+
+
+def test_home_assistants_own_answers_are_not_junk() -> None:
+    """Assist's built-in responses in five languages, templates aside, all pass."""
+    answers = [
+        text
+        for language in LANGUAGES
+        for text in intent_responses(language)
+        if "{%" not in text and "{{" not in text
+    ]
+    assert len(answers) > 200
+    assert [text for text in answers if check_reply(text) is not None] == []
 
 
 @pytest.mark.parametrize(

@@ -84,8 +84,9 @@ _TAG_RE: Final = re.compile(
 # OpenAI- and Gemma-style call syntax: functions.get_state(...),
 # to=functions.get_state, default_api.get_state(...).
 _NAMESPACE_RE: Final = re.compile(r"(?:functions|default_api)\.[A-Za-z_]\w*")
-# One call in Python syntax, its arguments nested one level at most.
-_CALL: Final = r"[A-Za-z_][\w.]*\s?\((?:[^()]|\([^()]*\))*\)"
+# One call in Python syntax (no space before the parenthesis: prose has one),
+# its arguments nested one level at most.
+_CALL: Final = r"[A-Za-z_][\w.]*\((?:[^()]|\([^()]*\))*\)"
 _ONLY_CALLS_RE: Final = re.compile(
     rf"\s*(?:\[\s*)?{_CALL}(?:\s*[,;]?\s*{_CALL})*\s*\]?[\s.]*", re.DOTALL
 )
@@ -94,7 +95,7 @@ _CALL_ARGUMENTS_RE: Final = re.compile(r"[(,]\s*[A-Za-z_]\w*\s*=(?!=)")
 # call_service's arguments as keywords: a tool call whatever the function is
 # named (turn_on(entity_id="light.kitchen")), unless it is in a code block.
 _SERVICE_CALL_RE: Final = re.compile(
-    r"\b[A-Za-z_][\w.]*\s?\(\s*(?:[^()]*,\s*)?(?:entity_id|domain|service)\s*="
+    r"\b[A-Za-z_][\w.]*\(\s*(?:[^()]*,\s*)?(?:entity_id|domain|service)\s*="
 )
 _FENCE_RE: Final = re.compile(
     r"^[ \t]*```[^\n`]*\n?(?:.*?^[ \t]*```[ \t]*$|.*\Z)", re.MULTILINE | re.DOTALL
