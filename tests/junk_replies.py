@@ -108,6 +108,8 @@ GOOD: Final = [
     '{"brightness": 255}',
     "I used get_state to check: the lights are on.",
     "I'll remember (as you asked) that you like tea.",
+    "I'll remember (note: you like tea) next time.",
+    "get_state (the tool) said the lights are on.",
     "I can forget that if you want. Should I?",
     "You are welcome! The lights are off.",
     (

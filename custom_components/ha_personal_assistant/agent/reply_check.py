@@ -211,14 +211,34 @@ class ReplyCheck:
         """Return the length in words of the longest instruction text."""
         return max((len(_WORD_RE.findall(text)) for text in self._texts), default=0)
 
+    @property
+    def _called(self) -> str:
+        """Return a pattern of a known tool name written as a call, up to "(".
+
+        A name with an underscore is never prose: a space may come before the
+        parenthesis. One that is a word ("remember", "forget") needs none, as
+        calls are written: "I'll remember (as you asked)" is prose.
+        """
+        coded = [name for name in self._names if not name.isalpha()]
+        words = [name for name in self._names if name.isalpha()]
+        called = "|".join(
+            pattern
+            for names, pattern in (
+                (coded, rf"(?:{_alternatives(coded)})\s?"),
+                (words, rf"(?:{_alternatives(words)})"),
+            )
+            if names
+        )
+        return rf"(?<![\w.])(?:\[\s*)?(?:[A-Za-z_]\w*\.)*(?:{called})"
+
     @cached_property
     def _tool_call_re(self) -> re.Pattern[str] | None:
         """Match a known tool called in Python syntax: get_state(entity_id=...)."""
         if not self._names:
             return None
         return re.compile(
-            rf"(?<![\w.])(?:\[\s*)?(?:[A-Za-z_]\w*\.)*(?:{_alternatives(self._names)})"
-            r"\s?\(\s*(?:\)|[A-Za-z_]\w*\s*[=:]|[\"'\[{]|[a-z_]+\.\w+\s*[,)])"
+            rf"{self._called}\(\s*"
+            r"(?:\)|[A-Za-z_]\w*\s*[=:]|[\"'\[{]|[a-z_]+\.\w+\s*[,)])"
         )
 
     @cached_property
@@ -227,8 +247,8 @@ class ReplyCheck:
         if not self._names:
             return None
         return re.compile(
-            rf"(?<![\w.])(?:\[\s*)?(?:[A-Za-z_]\w*\.)*(?:{_alternatives(self._names)})"
-            r"(?=\s*\Z|\s?\(\s*(?:\Z|[)\"'\[{]|[A-Za-z_][\w.]*\s*(?:\Z|[=:,)])))"
+            rf"{self._called}(?:\s*\Z|(?=\(\s*"
+            r"(?:\Z|[)\"'\[{]|[A-Za-z_][\w.]*\s*(?:\Z|[=:,)]))))"
         )
 
     @cached_property
