@@ -182,6 +182,9 @@ class OllamaReply:
     stall_after: int | None = None
     # Seconds between streamed chunks, like a model writing slowly.
     chunk_delay: float = 0.0
+    # Seconds the model takes to load first: meanwhile /api/ps does not list
+    # it and nothing is sent, as with a real Ollama.
+    load: float = 0.0
 
 
 def text_reply(
@@ -332,6 +335,8 @@ class FakeOllama:
         self.chat_requests: list[JsonDict] = []
         self.embed_requests: list[JsonDict] = []
         self.show_requests: list[JsonDict] = []
+        # Models in memory, as /api/ps lists them (loaded by their first chat).
+        self.loaded: set[str] = set()
         self._queue: deque[OllamaReply | _Delay] = deque()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -587,9 +592,11 @@ class FakeOllama:
         )
 
     async def _handle_ps(self, request: web.Request) -> web.Response:
-        """``GET /api/ps``: no model is loaded in memory."""
+        """``GET /api/ps``: the models loaded in memory."""
         self.requests.append(RecordedRequest(request.method, request.path))
-        return web.json_response({"models": []})
+        return web.json_response(
+            {"models": [{"name": name, "model": name} for name in sorted(self.loaded)]}
+        )
 
     async def _handle_show(self, request: web.Request) -> web.Response:
         """``POST /api/show``: details, model_info and capabilities."""
@@ -661,7 +668,9 @@ class FakeOllama:
             }
         )
 
-    async def _handle_chat(self, request: web.Request) -> web.StreamResponse:
+    async def _handle_chat(  # noqa: PLR0911 - one return per scripted outcome
+        self, request: web.Request
+    ) -> web.StreamResponse:
         """``POST /api/chat``: validate, then answer with the next reply."""
         body = await self._read_json(request)
         if isinstance(body, web.Response):
@@ -671,6 +680,11 @@ class FakeOllama:
             return rejection
 
         delay, reply = self._next_reply(body)
+        if reply.load > 0:
+            self.loaded.discard(str(body["model"]))
+            if await self._sleep_or_close(reply.load):
+                return self._drop(request)
+        self.loaded.add(str(body["model"]))
         delay += reply.delay
         stopped = delay > 0 and await self._sleep_or_close(delay)
         if reply.hang and not stopped:

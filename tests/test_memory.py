@@ -955,6 +955,7 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
         system_prompt=SYSTEM_PROMPT,
         budget=Budget(num_ctx=8192, fixed=1000),
         counter=TokenCounter(),
+        request_timeout=5.0,
     )
     learner = Learner(hass, entry, memory, assistant)  # type: ignore[arg-type]
     stop = learner.async_start()

@@ -9,7 +9,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from custom_components.ha_personal_assistant.agent.graph import (
-    _looks_like_text_tool_call,
     message_text,
     new_turn_id,
 )
@@ -34,8 +33,6 @@ from custom_components.ha_personal_assistant.telegram import split_message
 if TYPE_CHECKING:
     from pathlib import Path
 
-TOOLS = ["get_state", "list_entities", "call_service"]
-
 
 def test_short_reply_is_one_part() -> None:
     """A reply under the limit is sent as it is."""
@@ -57,21 +54,6 @@ def test_text_without_spaces_is_cut_hard() -> None:
     """Even one endless word is delivered whole, in limit-sized parts."""
     parts = split_message("x" * 10000)
     assert [len(p) for p in parts] == [4096, 4096, 1808]
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ('{"name": "call_service", "arguments": {"domain": "light"}}', True),
-        ("<tool_call>get_state</tool_call>", True),
-        ("get_state(entity_id='light.kitchen')", True),
-        ("The kitchen light is on.", False),
-        ("I used get_state to check: it is on.", False),
-    ],
-)
-def test_text_tool_call_detection(text: str, expected: bool) -> None:
-    """A tool call written into the answer is recognized; prose is not."""
-    assert _looks_like_text_tool_call(text, TOOLS) is expected
 
 
 def test_reasoning_is_removed_from_answers() -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import httpx
 from homeassistant.core import callback
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
@@ -48,7 +49,7 @@ from .context import (
     describe_moment,
     fence_chunks,
 )
-from .ollama_api import url_without_credentials
+from .ollama_api import OllamaError, async_running_models, url_without_credentials
 from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
 from .security.people import NOT_KNOWN_SOURCE
@@ -243,6 +244,7 @@ class Assistant:
         self.request_timeout = request_timeout
         self.model_slots = model_slots
         self.health = ModelHealth(ollama_url)
+        self.ollama_url = ollama_url
         self.policy = policy
         # The integration's own pool for blocking work (the firewall on chunks).
         self.executor = executor
@@ -366,6 +368,7 @@ class Assistant:
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
+            loading=self._async_model_loading,
         )
         text_sources: list[str] = []
         if not speaker.may_act:
@@ -471,6 +474,17 @@ class Assistant:
             taint_sources=tuple(runtime.tools.taint_sources),
         )
 
+    async def _async_model_loading(self) -> bool:
+        """Tell whether Ollama is still loading the model (not yet in /api/ps)."""
+        try:
+            running = await async_running_models(
+                async_get_clientsession(self.hass), self.ollama_url
+            )
+        except OllamaError as err:
+            LOGGER.debug("Could not ask Ollama what it has loaded: %s", err)
+            return False
+        return _model_key(self.model_name) not in {_model_key(n) for n in running}
+
     async def async_thread(self, thread_id: str) -> tuple[list[AnyMessage], str]:
         """Return a session's history as the model reads it, and its opening."""
         snapshot = await self.graph.aget_state(
@@ -569,6 +583,11 @@ class Assistant:
             return REPLY_MODEL_ERROR
         LOGGER.exception("A turn failed", exc_info=err)
         return REPLY_INTERNAL_ERROR
+
+
+def _model_key(name: str) -> str:
+    """Return a model name as Ollama lists it ("qwen3" is "qwen3:latest")."""
+    return name if ":" in name else f"{name}:latest"
 
 
 def _answer(messages: list[AnyMessage], turn_id: str) -> str:

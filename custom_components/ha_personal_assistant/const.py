@@ -57,7 +57,6 @@ TYPING_REFRESH_SECONDS: Final = 4.0
 MAX_FEEDBACK_ROUNDS: Final = 2
 MAX_TOOL_ROUNDS: Final = 6
 RECURSION_LIMIT: Final = 25
-KEPT_TURNS: Final = 6
 
 # Option ranges offered in the options flow.
 MIN_CONFIRMATION_TIMEOUT: Final = 30  # seconds

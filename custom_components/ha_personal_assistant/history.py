@@ -10,6 +10,7 @@ text: a turn that read some is summarized from the user's own words only.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from functools import partial
@@ -223,7 +224,8 @@ class HistoryKeeper:
             HumanMessage(content=request),
         ]
         try:
-            response = await assistant.background_model.ainvoke(messages)
+            async with asyncio.timeout(self.request_timeout):
+                response = await assistant.background_model.ainvoke(messages)
         except Exception as err:  # noqa: BLE001 - a summary is never worth an error
             LOGGER.debug("Could not write a summary: %s", err)
             return None

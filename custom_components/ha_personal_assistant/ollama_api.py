@@ -195,6 +195,32 @@ async def async_list_models(
     return models
 
 
+async def async_running_models(
+    session: aiohttp.ClientSession,
+    url: str,
+    timeout: float = OLLAMA_PROBE_TIMEOUT,  # noqa: ASYNC109 - a fixed interface
+) -> set[str]:
+    """Return the models loaded in the server's memory (GET /api/ps).
+
+    A model that is still loading is not listed yet.
+    """
+    body = await _async_request_json(
+        session, "GET", f"{url.rstrip('/')}/api/ps", timeout
+    )
+    if not isinstance(body, dict) or not isinstance(
+        entries := body.get("models"), list
+    ):
+        msg = "Unexpected answer from /api/ps"
+        raise OllamaError(msg)
+    names: set[str] = set()
+    for entry in entries:
+        if isinstance(entry, dict):
+            for key in ("name", "model"):
+                if name := _optional_str(entry.get(key)):
+                    names.add(name)
+    return names
+
+
 async def async_show_model(
     session: aiohttp.ClientSession,
     url: str,

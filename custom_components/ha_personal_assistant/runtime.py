@@ -6,12 +6,13 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+import httpx
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util.ssl import get_default_context
 from langchain_ollama import ChatOllama
 
-from .agent.graph import bind_model, build_graph
+from .agent.graph import MAX_LOADING_WAIT, bind_model, build_graph
 from .assistant import Assistant
 from .const import (
     BACKGROUND_NUM_PREDICT,
@@ -94,7 +95,13 @@ def build_chat_model(  # noqa: PLR0913 - the model's settings
         keep_alive=keep_alive,
         # Thinking costs seconds per turn on home hardware and its text is not shown.
         reasoning=False,
-        client_kwargs={"timeout": timeout, "verify": get_default_context()},
+        # The graph measures the silence of each answer itself (a model still
+        # loading gets longer); the client only bounds connecting, and gives
+        # up on a read well after that.
+        client_kwargs={
+            "timeout": httpx.Timeout(timeout + MAX_LOADING_WAIT, connect=timeout),
+            "verify": get_default_context(),
+        },
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -25,14 +26,20 @@ from langgraph.runtime import Runtime  # noqa: TC002 - LangGraph reads node hint
 from ollama import ResponseError
 from pydantic import ValidationError
 
-from ..const import MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
+from ..const import LOGGER, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
 from .prompts import (
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
-    FEEDBACK_TEXT_TOOL_CALL,
     REPLY_GAVE_UP,
     REPLY_TOO_MANY_STEPS,
+    REPLY_UNUSABLE,
     SYSTEM_PROMPT,
+)
+from .reply_check import (
+    check_reply,
+    corrected_before,
+    rejected_answer,
+    shown_while_streaming,
 )
 from .turns import (
     FEEDBACK_PREFIX,
@@ -47,7 +54,7 @@ from .turns import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import Runnable
@@ -57,12 +64,12 @@ if TYPE_CHECKING:
     from ..context import ContextAssembler, Prepared
     from ..tools.registry import ToolContext, ToolRegistry
 
+# A model the server is still loading gets at most this long for its first
+# word (a large model from a slow disk on a Pi).
+MAX_LOADING_WAIT: Final = 600.0
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
-# A reasoning block still open, or a tag still being written, at the end.
+# A reasoning block still open at the end.
 _OPEN_THINK_RE: Final = re.compile(r"<think>.*\Z", re.DOTALL)
-_OPEN_TAG_RE: Final = re.compile(r"<[^<>\s]{0,40}\Z")
-# How a tool call written as text starts; never shown as a partial reply.
-_TOOL_CALL_START_RE: Final = re.compile(r"\A\s*(?:[{\[]|<tool_call|<function)")
 
 
 class AgentState(TypedDict, total=False):
@@ -111,6 +118,9 @@ class TurnRuntime:
     on_text: Callable[[str], None] | None = None
     # What preparing the turn did to the history (trims, expired taint).
     prepared: Prepared | None = None
+    # Tells whether the server is still loading the model (it then gets more
+    # than the silence limit for its first word).
+    loading: Callable[[], Awaitable[bool]] | None = None
 
 
 def new_turn_id() -> str:
@@ -132,27 +142,68 @@ def message_text(message: AnyMessage) -> str:
 
 
 def partial_text(text: str) -> str:
-    """Return what of a partial answer may be shown: no reasoning, no half tags."""
+    """Return what of a partial answer may be shown: no reasoning, no junk."""
     text = _OPEN_THINK_RE.sub("", _THINK_RE.sub("", text))
-    text = _OPEN_TAG_RE.sub("", text).strip()
-    if _TOOL_CALL_START_RE.match(text):
-        return ""
-    return text
+    return shown_while_streaming(text.lstrip())
 
 
 async def _stream(
     model: Runnable[list[AnyMessage], AIMessage],
     messages: list[AnyMessage],
-    on_text: Callable[[str], None],
+    on_text: Callable[[str], None] | None,
+    *,
+    silence: float,
+    loading: Callable[[], Awaitable[bool]] | None = None,
 ) -> AIMessage:
-    """Stream the model's answer, reporting the text so far; return it whole."""
+    """Stream the model's answer, reporting the text so far; return it whole.
+
+    The time limit measures silence, not length: each chunk restarts the
+    clock, so a slow writer is never cut off, and before the first chunk a
+    model the server reports as still loading (``loading``) gets more time,
+    up to :data:`MAX_LOADING_WAIT`. A model that says nothing for
+    ``silence`` seconds otherwise is cut off (TimeoutError).
+    """
+    chunks: asyncio.Queue[AIMessageChunk | BaseException | None] = asyncio.Queue()
+
+    async def _read() -> None:
+        try:
+            async for chunk in model.astream(messages):
+                if isinstance(chunk, AIMessageChunk):
+                    chunks.put_nowait(chunk)
+        except Exception as err:  # noqa: BLE001 - handed to the reader below
+            chunks.put_nowait(err)
+        else:
+            chunks.put_nowait(None)
+
+    reader = asyncio.create_task(_read(), name="ha_personal_assistant model stream")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     merged: AIMessageChunk | None = None
-    async for chunk in model.astream(messages):
-        if not isinstance(chunk, AIMessageChunk):
-            continue
-        merged = chunk if merged is None else merged + chunk
-        if chunk.content:
-            on_text(message_text_raw(merged))
+    try:
+        while True:
+            try:
+                async with asyncio.timeout(silence):
+                    item = await chunks.get()
+            except TimeoutError:
+                if (
+                    merged is None
+                    and loading is not None
+                    and loop.time() - started < MAX_LOADING_WAIT
+                    and await loading()
+                ):
+                    continue
+                raise
+            if item is None:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            merged = item if merged is None else merged + item
+            if item.content and on_text is not None:
+                on_text(message_text_raw(merged))
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
     if merged is None:
         # What ChatOllama raises for an empty stream; the assistant explains it.
         msg = "No data received from Ollama stream."
@@ -171,18 +222,6 @@ def message_text_raw(message: AnyMessage) -> str:
             for part in content
         )
     return content
-
-
-def _looks_like_text_tool_call(text: str, tool_names: list[str]) -> bool:
-    """Tell whether the model wrote a tool call as text instead of calling it."""
-    if "<tool_call>" in text or "<function" in text:
-        return True
-    names = "|".join(re.escape(name) for name in tool_names)
-    pattern = (
-        r"[{\[]\s*\"(?:name|function|tool)\"\s*:\s*\"(?:" + names + r")\""
-        r"|^\s*(?:" + names + r")\s*\("
-    )
-    return re.search(pattern, text, re.MULTILINE) is not None
 
 
 def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
@@ -275,12 +314,13 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
     async with turn.model_slots:
         started = loop.time()
         try:
-            async with asyncio.timeout(turn.request_timeout):
-                messages = _model_messages(state, turn)
-                if turn.on_text is None:
-                    response = await turn.model.ainvoke(messages)
-                else:
-                    response = await _stream(turn.model, messages, turn.on_text)
+            response = await _stream(
+                turn.model,
+                _model_messages(state, turn),
+                turn.on_text,
+                silence=turn.request_timeout,
+                loading=turn.loading,
+            )
         except OutputParserException, ValidationError:
             # Arguments that are not a JSON object fail LangChain's or the
             # Ollama client's parsing of the reply.
@@ -309,8 +349,14 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
     text = message_text(response)
     if not text:
         return retry(_feedback(FEEDBACK_EMPTY))
-    if _looks_like_text_tool_call(text, turn.registry.names):
-        return retry(response, _feedback(FEEDBACK_TEXT_TOOL_CALL))
+    if (junk := check_reply(text)) is not None:
+        # One correction, then an honest apology: never the junk itself.
+        LOGGER.debug("The model wrote %s instead of an answer", junk.junk)
+        if feedback_rounds >= MAX_FEEDBACK_ROUNDS or corrected_before(
+            state.get("messages", []), state.get("turn_id")
+        ):
+            return {"messages": [_final(REPLY_UNUSABLE)], "route": "finish"}
+        return retry(rejected_answer(response, text), _feedback(junk.feedback))
     return {"messages": [response], "route": "finish"}
 
 

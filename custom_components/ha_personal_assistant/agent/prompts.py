@@ -25,7 +25,6 @@ result changes it.
 - If you are unsure what the user means, ask one short question."""
 
 CONTEXT_HEADER: Final = "[Context]"
-SUMMARY_HEADER: Final = "Summary of the earlier conversation:"
 
 FEEDBACK_EMPTY: Final = (
     "Your last answer was empty. Answer the user's message, or call a tool."
@@ -33,6 +32,15 @@ FEEDBACK_EMPTY: Final = (
 FEEDBACK_TEXT_TOOL_CALL: Final = (
     "You wrote a tool call as text. Do not write tool calls in the answer: "
     "call the tool through the tool-calling interface, or answer the user."
+)
+FEEDBACK_JSON_DUMP: Final = (
+    "Your last answer was JSON (a tool definition or raw data), which the user "
+    "cannot read. Answer the user in plain words; to use a tool, call it "
+    "through the tool-calling interface."
+)
+FEEDBACK_ECHO: Final = (
+    "Your last answer repeated your instructions or tool descriptions. Do not "
+    "repeat them: answer the user's message in plain words."
 )
 FEEDBACK_BAD_JSON: Final = (
     "Your last tool call had arguments that are not valid JSON. "
@@ -42,6 +50,9 @@ FEEDBACK_BAD_JSON: Final = (
 # Replies the user sees when the model cannot be used; they never carry details
 # that could leak (URLs, tokens, stack traces).
 REPLY_GAVE_UP: Final = "Sorry, I could not work that out. Could you say it another way?"
+REPLY_UNUSABLE: Final = (
+    "Sorry, the model's answer was not usable. Please try again or rephrase."
+)
 REPLY_TOO_MANY_STEPS: Final = (
     "Sorry, that took too many steps, so I stopped. Please ask for one thing at a time."
 )

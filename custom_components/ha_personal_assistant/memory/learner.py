@@ -328,7 +328,8 @@ class Learner:
             HumanMessage(content=LEARNING_PROMPT + "\n\n" + "\n".join(lines)),
         ]
         try:
-            response = await assistant.background_model.ainvoke(messages)
+            async with asyncio.timeout(assistant.request_timeout):
+                response = await assistant.background_model.ainvoke(messages)
         except Exception as err:  # noqa: BLE001 - learning is never worth an error
             LOGGER.debug("Could not learn from the conversation: %s", err)
             return None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..agent.reply_check import PROMPT
 from ..const import LOGGER
 from ..security.people import NOT_KNOWN_REPLY, NOT_KNOWN_TOOL
 
@@ -98,19 +99,88 @@ class ToolSpec:
             },
         }
 
+    def texts(self) -> list[str]:
+        """Return the descriptions the model reads: the tool's and its arguments'."""
+        properties = self.schema()["function"]["parameters"].get("properties", {})
+        return [
+            self.description,
+            *(str(p["description"]) for p in properties.values() if "description" in p),
+        ]
+
 
 def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Drop pydantic's titles: they cost prompt tokens and tell the model nothing."""
+    """Return the argument schema in the shape Ollama's client sends whole.
+
+    The ollama client's ``Tool`` model keeps only ``type``, ``items``,
+    ``description`` and ``enum`` of a property and drops the rest (``anyOf``,
+    ``$ref``, ``default``, ``additionalProperties``) before the request is
+    sent: a pydantic ``str | None`` would reach the model with no type at all.
+    So every property is written in those four keys: ``X | None`` becomes X's
+    type, other unions a list of types (``["string", "array"]``, with the
+    array's ``items``), references to nested models are resolved. Pydantic's
+    titles go too: prompt tokens that tell the model nothing.
+    """
+    defs: dict[str, Any] = schema.get("$defs", {})
+    result: dict[str, Any] = {"type": "object"}
+    properties = schema.get("properties", {})
+    if properties:
+        result["properties"] = {
+            name: _compact_property(prop, defs) for name, prop in properties.items()
+        }
+    if schema.get("required"):
+        result["required"] = list(schema["required"])
+    return result
+
+
+def _resolve(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Return ``schema`` with a ``$ref`` to one of ``defs`` replaced by its target."""
+    ref = schema.get("$ref")
+    if not isinstance(ref, str):
+        return schema
+    target = defs.get(ref.rsplit("/", 1)[-1], {})
+    return {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+
+
+def _compact_property(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Return one property with a type the Ollama client keeps."""
+    schema = _resolve(schema, defs)
+    variants = [
+        _resolve(variant, defs)
+        for variant in schema.get("anyOf", schema.get("oneOf", [schema]))
+    ]
+    variants = [v for v in variants if v.get("type") != "null"] or variants
+    types: list[str] = []
+    merged: dict[str, Any] = {}
+    for variant in variants:
+        kind = variant.get("type") or (
+            "object"
+            if "properties" in variant
+            else "array"
+            if "items" in variant
+            else None
+        )
+        for name in kind if isinstance(kind, list) else [kind]:
+            if isinstance(name, str) and name != "null" and name not in types:
+                types.append(name)
+        if "items" in variant and "items" not in merged:
+            merged["items"] = _compact_property(variant["items"], defs)
+        values = variant.get("enum", [variant["const"]] if "const" in variant else [])
+        if values:
+            merged.setdefault("enum", [])
+            merged["enum"] += [v for v in values if v not in merged["enum"]]
     result: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title":
-            continue
-        if key == "properties":
-            result[key] = {name: _compact_schema(prop) for name, prop in value.items()}
-        elif key == "anyOf":
-            result[key] = [_compact_schema(item) for item in value]
-        else:
-            result[key] = value
+    if types:
+        result["type"] = types[0] if len(types) == 1 else types
+    if "array" in types and "items" not in merged:
+        merged["items"] = {}
+    if "items" in merged:
+        result["items"] = merged["items"]
+    if description := schema.get("description") or (
+        variants[0].get("description") if len(variants) == 1 else None
+    ):
+        result["description"] = description
+    if "enum" in merged:
+        result["enum"] = merged["enum"]
     return result
 
 
@@ -139,6 +209,12 @@ class ToolRegistry:
         """
         self._tools = {tool.name: tool for tool in tools}
         self._disabled = dict(disabled or {})
+        # What the model reads about its tools is what its answers must not
+        # repeat; a disabled tool may still be written out as a call.
+        PROMPT.add(
+            [*self._tools, *self._disabled],
+            [text for tool in self._tools.values() for text in tool.texts()],
+        )
 
     def __contains__(self, name: object) -> bool:
         """Tell whether a tool of that name is enabled."""

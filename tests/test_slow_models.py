@@ -1,0 +1,101 @@
+"""Slow models are not cut off; hung ones are (issue #15, point 5).
+
+The answer time limit (``request_timeout``) measures silence, not length. A
+model that Ollama is still loading (not yet in /api/ps), or one that streams
+slowly, is never cut off; one that says nothing for the limit is. The user
+sees typing, or a draft, all the while.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING
+
+from custom_components.ha_personal_assistant.agent.prompts import REPLY_TIMEOUT
+from custom_components.ha_personal_assistant.const import CONF_REQUEST_TIMEOUT
+
+from .common import async_setup_assistant, async_setup_house
+from .fake_ollama import text_reply
+from .telegram_harness import ALICE_ID
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+
+    from .fake_ollama import FakeOllama
+    from .telegram_harness import TelegramHarness
+
+SILENCE = 1.0
+
+
+async def _setup(hass: HomeAssistant, fake_ollama: FakeOllama) -> None:
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama, **{CONF_REQUEST_TIMEOUT: SILENCE})
+
+
+async def test_a_model_that_is_still_loading_is_not_cut_off(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """2.5 s of loading (three silence limits): the answer still comes."""
+    await _setup(hass, fake_ollama)
+    fake_ollama.enqueue(dataclasses.replace(text_reply("Loaded and ready."), load=2.5))
+    started = time.monotonic()
+    await telegram.send_text("Hello")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID, timeout=15)
+    assert sent[-1]["text"] == "Loaded and ready."
+    assert time.monotonic() - started >= 2.5
+    # The integration asked Ollama what it had loaded while it waited.
+    assert any(r.path == "/api/ps" for r in fake_ollama.requests)
+    # The user saw "typing…" while waiting.
+    assert telegram.calls("sendChatAction")
+
+
+async def test_a_slow_writer_is_not_cut_off_and_shows_drafts(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """3.6 s of writing in 0.6 s steps, under a 1 s silence limit."""
+    await _setup(hass, fake_ollama)
+    words = "One two three four five six seven eight nine ten eleven twelve."
+    fake_ollama.enqueue(text_reply(words, text_chunks=6, chunk_delay=0.6))
+    started = time.monotonic()
+    await telegram.send_text("Count for me")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID, timeout=15)
+    assert sent[-1]["text"] == words
+    assert time.monotonic() - started >= 3.0
+    # A draft showed the answer while it was written (a private chat).
+    assert telegram.calls("sendMessageDraft")
+
+
+async def test_a_model_that_stops_talking_is_cut_off_after_the_silence(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Loaded, a few words, then nothing: cut off after the silence limit."""
+    await _setup(hass, fake_ollama)
+    fake_ollama.enqueue(
+        dataclasses.replace(
+            text_reply("I will now think very hard about", text_chunks=4),
+            stall_after=2,
+        )
+    )
+    started = time.monotonic()
+    await telegram.send_text("Think hard")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID, timeout=15)
+    elapsed = time.monotonic() - started
+    assert sent[-1]["text"] == REPLY_TIMEOUT
+    assert SILENCE <= elapsed < SILENCE + 3
+
+
+async def test_a_loaded_model_that_never_answers_is_cut_off(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Listed in /api/ps, no first word: the silence limit applies."""
+    await _setup(hass, fake_ollama)
+    fake_ollama.reply("warm up")
+    await telegram.send_text("Hi")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    fake_ollama.hang()
+    started = time.monotonic()
+    await telegram.send_text("Are you there?")
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID, timeout=15)
+    assert sent[-1]["text"] == REPLY_TIMEOUT
+    assert time.monotonic() - started < SILENCE + 3
