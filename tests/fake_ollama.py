@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -337,6 +338,8 @@ class FakeOllama:
         self.show_requests: list[JsonDict] = []
         # Models in memory, as /api/ps lists them (loaded by their first chat).
         self.loaded: set[str] = set()
+        # Answers cut at the request's num_predict.
+        self.capped = 0
         self._queue: deque[OllamaReply | _Delay] = deque()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -766,6 +769,19 @@ class FakeOllama:
                 "done": False,
             }
 
+        cap = (body.get("options") or {}).get("num_predict")
+        done_reason = reply.done_reason
+        if isinstance(cap, int) and cap > 0 and len(reply.content.split()) > cap:
+            # Like Ollama: generation stops at num_predict tokens (a word
+            # stands for a token here), with done_reason "length".
+            reply = dataclasses.replace(
+                reply,
+                content=" ".join(reply.content.split()[:cap]),
+                tool_calls=(),
+                text_chunks=None,
+            )
+            done_reason = "length"
+            self.capped += 1
         pieces = reply.text_chunks
         if pieces is None:
             pieces = self.text_chunks
@@ -798,7 +814,7 @@ class FakeOllama:
             "created_at": _now_iso(),
             "message": {"role": "assistant", "content": ""},
             "done": True,
-            "done_reason": reply.done_reason,
+            "done_reason": done_reason,
             "total_duration": 1_234_567_890,
             "load_duration": 12_345_678,
             "prompt_eval_count": max(prompt_tokens, 1),

@@ -1,4 +1,4 @@
-"""Slow models are not cut off; hung ones are (issue #15, point 5).
+"""Slow models are not cut off; hung ones are; every answer is bounded.
 
 The answer time limit (``request_timeout``) measures silence, not length. A
 model that Ollama is still loading (not yet in /api/ps), or one that streams
@@ -8,12 +8,20 @@ sees typing, or a draft, all the while.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from custom_components.ha_personal_assistant.agent.prompts import REPLY_TIMEOUT
-from custom_components.ha_personal_assistant.const import CONF_REQUEST_TIMEOUT
+from custom_components.ha_personal_assistant.agent.prompts import (
+    REPLY_CUT_AT_LIMIT,
+    REPLY_TIMEOUT,
+)
+from custom_components.ha_personal_assistant.const import (
+    BACKGROUND_NUM_PREDICT,
+    CONF_NUM_PREDICT,
+    CONF_REQUEST_TIMEOUT,
+)
 
 from .common import async_setup_assistant, async_setup_house
 from .fake_ollama import text_reply
@@ -99,3 +107,37 @@ async def test_a_loaded_model_that_never_answers_is_cut_off(
     sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID, timeout=15)
     assert sent[-1]["text"] == REPLY_TIMEOUT
     assert time.monotonic() - started < SILENCE + 3
+
+
+async def test_no_model_call_exceeds_its_output_cap(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Every request carries num_predict; a reply cut there says so."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(
+        hass, fake_ollama, **{CONF_REQUEST_TIMEOUT: 10, CONF_NUM_PREDICT: 64}
+    )
+    entry.runtime_data.assistant.scheduler.quiet_seconds = 0.05
+    # A model that would ramble on: 300 words, for every request (turns,
+    # summaries, learning).
+    fake_ollama.default = lambda _request: " ".join(["blah"] * 300)
+    await telegram.send_text("Tell me a long story")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    # The learner runs when quiet (a session this short needs no summary).
+    for _ in range(200):
+        if len(fake_ollama.chat_requests) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    requests = fake_ollama.chat_requests
+    assert len(requests) >= 2
+    assert requests[1]["messages"][-1]["content"].startswith("[Learning request")
+    caps = [r["options"]["num_predict"] for r in requests]
+    assert caps[0] == 64
+    assert all(0 < cap <= BACKGROUND_NUM_PREDICT for cap in caps[1:])
+    assert fake_ollama.capped == len(requests)
+    # The user got the first 64 words and a note that it was cut.
+    assert sent[0]["text"].startswith("blah blah")
+    assert sent[0]["text"].count("blah") == 64
+    assert REPLY_CUT_AT_LIMIT in sent[0]["text"]

@@ -30,6 +30,7 @@ from ..const import LOGGER, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
 from .prompts import (
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
+    REPLY_CUT_AT_LIMIT,
     REPLY_GAVE_UP,
     REPLY_TOO_MANY_STEPS,
     REPLY_UNUSABLE,
@@ -349,6 +350,9 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
     text = message_text(response)
     if not text:
         return retry(_feedback(FEEDBACK_EMPTY))
+    if response.response_metadata.get("done_reason") == "length":
+        # Cut at num_predict: the user is told, in the integration's words.
+        turn.tools.notices.append(REPLY_CUT_AT_LIMIT)
     if (junk := check_reply(text)) is not None:
         # One correction, then an honest apology: never the junk itself.
         LOGGER.debug("The model wrote %s instead of an answer", junk.junk)

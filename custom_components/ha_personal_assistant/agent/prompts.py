@@ -60,6 +60,10 @@ REPLY_UNREACHABLE: Final = (
     "I can't reach the language model right now (the Ollama server is not "
     "answering). Please try again in a little while."
 )
+REPLY_CUT_AT_LIMIT: Final = (
+    "(This answer was cut off at the longest answer allowed; the option "
+    "num_predict sets it.)"
+)
 REPLY_TIMEOUT: Final = (
     "The language model is taking too long to answer. Please try again in a moment."
 )
