@@ -185,6 +185,38 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE conversation_history ADD COLUMN turn_id TEXT;
         ALTER TABLE conversation_history ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
     """,
+    # Reminders, timers and watches (tasks/): durable across restarts, judged
+    # when they fire as the person who made them.
+    8: """
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            owner_name TEXT,
+            ha_user_id TEXT,
+            conversation_key TEXT,
+            bot_entry_id TEXT,
+            chat_id INTEGER,
+            message TEXT,
+            action TEXT,
+            fire_at REAL,
+            repeat TEXT NOT NULL DEFAULT 'none',
+            clock TEXT,
+            entity_id TEXT,
+            condition TEXT,
+            for_minutes REAL,
+            until REAL,
+            tainted INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            fired_count INTEGER NOT NULL DEFAULT 0,
+            last_fired_at REAL,
+            outcome TEXT
+        );
+        CREATE INDEX tasks_status ON tasks (status);
+        CREATE INDEX tasks_owner ON tasks (owner, status);
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
