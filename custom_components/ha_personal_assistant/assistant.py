@@ -361,6 +361,7 @@ class Assistant:
                 person=speaker.person,
                 ha_user_id=speaker.ha_user_id,
                 chat_id=speaker.chat_id,
+                conversation_key=conversation_key,
                 policy=self.policy,
                 profile_key=speaker.profile_key,
                 user_name=speaker.name,

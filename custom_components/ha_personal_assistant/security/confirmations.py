@@ -31,7 +31,7 @@ from .people import NOT_KNOWN_DECISION
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from homeassistant.core import HomeAssistant
 
@@ -231,7 +231,7 @@ def describe_call(hass: HomeAssistant, call: ResolvedCall) -> str:
     names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
     if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
         names.append(f"and {len(call.entity_ids) - MAX_ENTITIES_SHOWN} more")
-    lines = [f"{verb} {', '.join(names)}"]
+    lines = [f"{verb} {', '.join(names)}".rstrip()]
     details = sorted(
         ((str(k), v) for k, v in call.data.items() if k != ATTR_ENTITY_ID),
         key=lambda item: item[0],
@@ -288,6 +288,11 @@ def taint_reason(verdicts: Sequence[Verdict]) -> str | None:
     )
 
 
+# Runs a call that is the integration's own, not a Home Assistant service
+# (confirming a task made while outside text was in the prompt).
+type InternalHandler = Callable[[PendingAction, ResolvedCall], Awaitable[None]]
+
+
 def _no_fault(_step: str) -> None:
     """Do nothing; tests replace it to crash the path at a named step."""
 
@@ -313,6 +318,9 @@ class ConfirmationManager:
         # A crash-injection seam: called with a step name before each step
         # between a decision and its audit row.
         self.fault: Callable[[str], None] = _no_fault
+        # Calls of the integration's own, by (domain, service): run by their
+        # handler instead of Home Assistant, after the same Confirm.
+        self.internal: dict[tuple[str, str], InternalHandler] = {}
 
     async def async_recover(self) -> list[PendingAction]:
         """Settle what a crash or restart left half done."""
@@ -478,11 +486,17 @@ class ConfirmationManager:
         outcome = "executed"
         try:
             self.fault("before_recheck")
-            self._recheck(action.calls)
-            self.fault("before_service_call")
-            await async_run_calls(
-                self.hass, action.calls, action.ha_user_id, action.requester
+            self._recheck(
+                [c for c in action.calls if (c.domain, c.service) not in self.internal]
             )
+            self.fault("before_service_call")
+            for call in action.calls:
+                if (handler := self.internal.get((call.domain, call.service))) is None:
+                    await async_run_calls(
+                        self.hass, [call], action.ha_user_id, action.requester
+                    )
+                else:
+                    await handler(action, call)
             self.fault("after_service_call")
         except ToolError as err:
             ok = False

@@ -35,6 +35,9 @@ class ToolContext:
     person: str
     ha_user_id: str | None = None
     chat_id: int | None = None
+    # The conversation the turn belongs to ("telegram:<bot entry>:<chat>" or
+    # "assist:<id>"): where a scheduled task tells its maker.
+    conversation_key: str | None = None
     # Whose profile remember/forget act on (the mapped HA user, else Telegram).
     profile_key: str | None = None
     # The permission policy from the entry's options (None: the defaults).

@@ -1,0 +1,1026 @@
+"""Tasks at run time: armed with HA's event helpers, fired once, judged when they fire.
+
+Nothing polls. A scheduled task is one ``async_track_point_in_utc_time``
+timer; a watch is one ``async_track_state_change_event`` listener (plus a
+timer while a "stays for N minutes" condition holds, and one for its time
+limit); an exposure change re-checks the watches once. With 1,000 open tasks
+the event loop does nothing until one of them is due or one of the watched
+entities changes.
+
+When a task fires, its action is judged at that moment by the permission
+layer (``evaluate_call``) against the exposure and policy of that moment, as
+the person who made it: their mapped HA user, else the integration's acting
+user. A restricted action never runs unattended: the maker gets the usual
+Confirm message with the usual expiry. A task made while outside text was in
+the prompt waits, suspended, for the maker's Confirm before it is armed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import time as dt_time
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.components import persistent_notification
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_listen_entity_updates,
+    async_should_expose,
+)
+from homeassistant.core import Context, callback
+from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers.event import (
+    async_track_point_in_utc_time,
+    async_track_state_change_event,
+)
+from homeassistant.helpers.start import async_at_started
+from homeassistant.util import dt as dt_util
+from homeassistant.util.hass_dict import HassKey
+
+from ..const import DOMAIN, LOGGER
+from ..security.confirmations import entity_label, one_line, summarize
+from ..security.people import is_known
+from ..security.permissions import (
+    ASSISTANT,
+    Decision,
+    ResolvedCall,
+    Verdict,
+    evaluate_call,
+    is_visible,
+)
+from ..store.actions import AuditRow, add_audit
+from ..tools.ha import async_run_calls
+from ..tools.registry import ToolError
+from . import store
+from .describe import (
+    GONE,
+    action_call,
+    made_text,
+    summary_line,
+    watch_text,
+    when_text,
+)
+from .store import NewTask, Task, TaskKind, TaskStatus
+from .when import Condition, Repeat, WhenError, next_occurrence, parse_condition
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Sequence
+
+    from homeassistant.core import (
+        CALLBACK_TYPE,
+        Event,
+        EventStateChangedData,
+        HomeAssistant,
+    )
+
+    from ..data import PersonalAssistantConfigEntry
+    from ..security.confirmations import ConfirmationManager
+    from ..security.permissions import Policy
+    from ..store.actions import PendingAction
+    from ..store.database import Database
+    from ..telegram import TelegramGateway
+
+# A task whose time passed while Home Assistant was down fires once at start
+# if it is at most this late; otherwise its maker is told it was missed.
+GRACE: Final = timedelta(minutes=15)
+# Open tasks (armed, or waiting for their Confirm) one person may have.
+MAX_OPEN_TASKS: Final = 20
+# Firing found the database locked or full: tried again this much later.
+RETRY_DELAY: Final = timedelta(seconds=30)
+# Settled tasks are deleted this long after they ended.
+TASK_RETENTION: Final = timedelta(days=30)
+EVENT_TASK_FIRED: Final = f"{DOMAIN}_task_fired"
+# Pending actions that are not HA service calls: the maker's Confirm of a task
+# made while outside text was in the prompt, and of a cancellation then.
+INTERNAL_CREATE: Final = (DOMAIN, "create_task")
+INTERNAL_CANCEL: Final = (DOMAIN, "cancel_task")
+# The one manager that arms and fires tasks (two entries share the database).
+DATA_TASKS: HassKey[TaskManager] = HassKey(f"{DOMAIN}_tasks")
+
+NOT_YOURS: Final = (
+    "Only the person who made this task, or an administrator, can see or cancel it."
+)
+TASK_NOT_FOUND: Final = "There is no open task {task_id} of yours."
+
+
+class TaskRefusedError(ToolError):
+    """A task operation refused; the message is for the person or the model."""
+
+
+@dataclass(slots=True)
+class _Armed:
+    """What keeps one task listening: timers, a state listener, a hold."""
+
+    unsubs: list[CALLBACK_TYPE] = field(default_factory=list)
+    condition: Condition | None = None
+    hold: CALLBACK_TYPE | None = None
+
+    def cancel(self) -> None:
+        while self.unsubs:
+            self.unsubs.pop()()
+        if self.hold is not None:
+            self.hold()
+            self.hold = None
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """How a firing went, for the stored outcome and the event."""
+
+    status: str
+    outcome: str
+    # Told the maker, ran the action, or asked to confirm (fires the event).
+    fired: bool = True
+
+
+def _is_group(task: Task) -> bool:
+    return task.chat_id is not None and task.chat_id < 0
+
+
+def _telegram_user(owner: str) -> int | None:
+    kind, _, ident = owner.partition(":")
+    if kind != "telegram" or not ident.lstrip("-").isdigit():
+        return None
+    return int(ident)
+
+
+class TaskManager:
+    """Keeps the open tasks armed and fires them."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        entry: PersonalAssistantConfigEntry,
+        database: Database,
+        *,
+        policy: Policy | None,
+        confirmation_timeout: float,
+    ) -> None:
+        """Keep what firing needs; ``attach`` adds the gateway later."""
+        self.hass = hass
+        self.entry = entry
+        self.database = database
+        self.policy = policy
+        self.confirmation_timeout = confirmation_timeout
+        self.gateway: TelegramGateway | None = None
+        self.confirmations: ConfirmationManager | None = None
+        # Open tasks by id, as last stored.
+        self.tasks: dict[int, Task] = {}
+        self._armed: dict[int, _Armed] = {}
+        self._unsubs: list[CALLBACK_TYPE] = []
+        self._running: set[asyncio.Task[None]] = set()
+        self._listeners: list[Callable[[], None]] = []
+        self._active = False
+        self._quiet = False
+        # Set once the stored tasks are loaded and armed.
+        self.ready = asyncio.Event()
+
+    # ------------------------------------------------------------ wiring
+
+    def attach(
+        self, gateway: TelegramGateway, confirmations: ConfirmationManager
+    ) -> None:
+        """Deliver through ``gateway``; decide through ``confirmations``."""
+        self.gateway = gateway
+        self.confirmations = confirmations
+        confirmations.internal[INTERNAL_CREATE] = self._async_confirmed_create
+        confirmations.internal[INTERNAL_CANCEL] = self._async_confirmed_cancel
+
+    @property
+    def current(self) -> TaskManager:
+        """Return the manager that runs the tasks (this one, or another entry's)."""
+        return self.hass.data.get(DATA_TASKS) or self
+
+    @callback
+    def async_start(self) -> None:
+        """Arm the stored tasks once Home Assistant has started."""
+        if DATA_TASKS in self.hass.data:
+            # Another entry runs them; this one hands its tools over to it.
+            self.ready.set()
+            return
+        self.hass.data[DATA_TASKS] = self
+        self._active = True
+        self._unsubs.append(async_at_started(self.hass, self._async_at_started))
+
+    async def _async_at_started(self, _hass: HomeAssistant) -> None:
+        # Only now: the entities a watch needs and telegram_bot are set up.
+        try:
+            await self._async_load()
+        except sqlite3.Error as err:
+            LOGGER.warning("Could not load the scheduled tasks: %s", err)
+            self._unsubs.append(
+                async_track_point_in_utc_time(
+                    self.hass, self._async_retry_load, dt_util.utcnow() + RETRY_DELAY
+                )
+            )
+            return
+        self._unsubs.append(
+            async_listen_entity_updates(self.hass, ASSISTANT, self._async_exposure)
+        )
+        self.ready.set()
+
+    async def _async_retry_load(self, _now: datetime) -> None:
+        await self._async_at_started(self.hass)
+
+    async def async_stop(self) -> None:
+        """Disarm everything and end firings in progress (unload or stop)."""
+        while self._unsubs:
+            self._unsubs.pop()()
+        for armed in self._armed.values():
+            armed.cancel()
+        self._armed.clear()
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.wait(running)
+        if self._active and self.hass.data.get(DATA_TASKS) is self:
+            del self.hass.data[DATA_TASKS]
+        self._active = False
+
+    @callback
+    def async_add_listener(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener`` whenever the open tasks change (the to-do entity)."""
+        self._listeners.append(listener)
+
+        @callback
+        def remove() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return remove
+
+    @callback
+    def _notify(self) -> None:
+        if self._quiet:
+            return
+        for listener in list(self._listeners):
+            listener()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = self.entry.async_create_background_task(
+            self.hass, coro, f"ha_personal_assistant {name}"
+        )
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
+
+    # ------------------------------------------------------------ reading
+
+    def open_tasks(self, owner: str | None = None) -> list[Task]:
+        """Return the open tasks (of ``owner``), oldest first."""
+        return [
+            task
+            for task in sorted(self.tasks.values(), key=lambda t: t.id)
+            if owner is None or task.owner == owner
+        ]
+
+    async def async_is_admin(self, person: str, ha_user_id: str | None) -> bool:
+        """Tell whether a person may list and cancel everyone's tasks.
+
+        An HA administrator (their own HA user, or the one their Telegram
+        account is mapped to), or one of the assistant's admins in the options.
+        """
+        if self.confirmations is not None and person in self.confirmations.admins:
+            return True
+        user_id = ha_user_id or (
+            person.removeprefix("ha:") if person.startswith("ha:") else None
+        )
+        if not user_id:
+            return False
+        user = await self.hass.auth.async_get_user(user_id)
+        return bool(user is not None and user.is_active and user.is_admin)
+
+    # ------------------------------------------------------------ changes
+
+    async def async_create(self, new: NewTask, *, suspended: bool) -> Task:
+        """Store a task and arm it, or keep it suspended until its Confirm."""
+        status = TaskStatus.SUSPENDED if suspended else TaskStatus.PENDING
+        task = await self.database.async_run(
+            lambda conn: store.insert(
+                conn, new, status=status, now=time.time(), cap=MAX_OPEN_TASKS
+            )
+        )
+        if task is None:
+            msg = (
+                f"the user already has {MAX_OPEN_TASKS} open tasks, the most "
+                "allowed; nothing was scheduled. They can cancel one first "
+                "(list_tasks, cancel_task, or /tasks in Telegram)"
+            )
+            raise TaskRefusedError(msg)
+        self._keep(task)
+        return task
+
+    async def async_cancel(
+        self, task_id: int, *, person: str, ha_user_id: str | None
+    ) -> Task:
+        """Cancel an open task for its maker or an admin; raise TaskRefusedError."""
+        task = await self.async_owned(task_id, person=person, ha_user_id=ha_user_id)
+        return await self._async_cancel(task, by=person)
+
+    async def async_owned(
+        self, task_id: int, *, person: str, ha_user_id: str | None
+    ) -> Task:
+        """Return an open task the person may see and cancel."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise TaskRefusedError(TASK_NOT_FOUND.format(task_id=task_id))
+        if task.owner != person and not await self.async_is_admin(person, ha_user_id):
+            # The same answer as for a task that does not exist: others' tasks
+            # are not confirmed to exist.
+            raise TaskRefusedError(TASK_NOT_FOUND.format(task_id=task_id))
+        return task
+
+    async def _async_cancel(self, task: Task, *, by: str) -> Task:
+        cancelled = await self.database.async_run(
+            lambda conn: store.set_status(
+                conn,
+                task.id,
+                status=TaskStatus.CANCELLED,
+                now=time.time(),
+                outcome=f"cancelled by {by}",
+            )
+        )
+        if cancelled is None:
+            raise TaskRefusedError(TASK_NOT_FOUND.format(task_id=task.id))
+        self._keep(cancelled)
+        return cancelled
+
+    async def async_cancel_from_ha(self, uids: Sequence[str], context: Context) -> None:
+        """Cancel tasks removed from the to-do list, for their maker or an admin."""
+        user_id = context.user_id
+        tasks = []
+        for uid in uids:
+            task = self.tasks.get(int(uid)) if uid.isdigit() else None
+            if task is None:
+                continue
+            if user_id is not None and not await self._ha_user_may_cancel(
+                user_id, task
+            ):
+                raise TaskRefusedError(NOT_YOURS)
+            tasks.append(task)
+        for task in tasks:
+            await self._async_cancel(task, by=f"ha:{user_id}" if user_id else "ha")
+
+    async def _ha_user_may_cancel(self, user_id: str, task: Task) -> bool:
+        user = await self.hass.auth.async_get_user(user_id)
+        if user is None or not user.is_active:
+            return False
+        if user.is_admin or task.owner == f"ha:{user_id}":
+            return True
+        telegram_id = _telegram_user(task.owner)
+        mapping = self.gateway.user_mapping if self.gateway is not None else {}
+        return telegram_id is not None and mapping.get(str(telegram_id)) == user_id
+
+    # ------------------------------------------------------------ arming
+
+    @callback
+    def _keep(self, task: Task) -> None:
+        """Mirror a stored task: (re)arm it while open, forget it once settled."""
+        self._disarm(task.id)
+        if task.is_open:
+            self.tasks[task.id] = task
+            if self._active:
+                self._arm(task)
+        else:
+            self.tasks.pop(task.id, None)
+        self._notify()
+
+    @callback
+    def _disarm(self, task_id: int) -> None:
+        if (armed := self._armed.pop(task_id, None)) is not None:
+            armed.cancel()
+
+    def _timer(self, when: float, action: Callable[[], None]) -> CALLBACK_TYPE:
+        @callback
+        def _due(_now: datetime) -> None:
+            action()
+
+        return async_track_point_in_utc_time(
+            self.hass, _due, dt_util.utc_from_timestamp(when)
+        )
+
+    @callback
+    def _arm(self, task: Task) -> None:
+        armed = _Armed()
+        self._armed[task.id] = armed
+        task_id = task.id
+        if task.status == TaskStatus.SUSPENDED:
+            expiry = task.created_at + self.confirmation_timeout
+            armed.unsubs.append(
+                self._timer(
+                    expiry,
+                    lambda: self._spawn(
+                        self._async_expire_suspended(task_id), "task expiry"
+                    ),
+                )
+            )
+            return
+        if task.status != TaskStatus.PENDING:
+            return
+        if task.fire_at is not None:
+            armed.unsubs.append(
+                self._timer(
+                    task.fire_at,
+                    lambda: self._spawn(self._async_fire(task_id), "task"),
+                )
+            )
+            return
+        # A watch on a state.
+        entity_id = task.entity_id or ""
+        try:
+            armed.condition = parse_condition(
+                task.condition or "", entity_id.partition(".")[0]
+            )
+        except WhenError:
+            LOGGER.warning("Task %s has a condition that cannot be read", task.id)
+            return
+
+        @callback
+        def _changed(event: Event[EventStateChangedData]) -> None:
+            self._async_state_changed(task_id, event)
+
+        armed.unsubs.append(
+            async_track_state_change_event(self.hass, entity_id, _changed)
+        )
+        if task.until is not None:
+            armed.unsubs.append(
+                self._timer(
+                    task.until,
+                    lambda: self._spawn(self._async_give_up(task_id), "task limit"),
+                )
+            )
+        state = self.hass.states.get(entity_id)
+        if (
+            task.for_minutes
+            and state is not None
+            and armed.condition.matches(state.state)
+        ):
+            self._hold(task, armed, state.last_changed)
+
+    @callback
+    def _hold(self, task: Task, armed: _Armed, since: datetime) -> None:
+        """Fire once the condition has held ``for_minutes`` since ``since``."""
+        if armed.hold is not None:
+            return
+        due = since.timestamp() + 60.0 * float(task.for_minutes or 0)
+        task_id = task.id
+        armed.hold = self._timer(
+            max(due, time.time()),
+            lambda: self._spawn(self._async_fire(task_id, trigger="hold"), "task"),
+        )
+
+    @callback
+    def _async_state_changed(
+        self, task_id: int, event: Event[EventStateChangedData]
+    ) -> None:
+        task = self.tasks.get(task_id)
+        armed = self._armed.get(task_id)
+        if task is None or armed is None or armed.condition is None:
+            return
+        new, old = event.data["new_state"], event.data["old_state"]
+        if new is None:
+            if self._gone(task.entity_id or ""):
+                self._spawn(self._async_fail_watch(task_id), "task failed")
+            return
+        if not armed.condition.matches(new.state):
+            if armed.hold is not None:
+                armed.hold()
+                armed.hold = None
+            return
+        if task.for_minutes:
+            self._hold(task, armed, new.last_changed)
+            return
+        if old is None or armed.condition.matches(old.state):
+            # Still in the state (an attribute changed), or the entity came
+            # back after a reload: not a change into the state.
+            return
+        self._spawn(self._async_fire(task_id, trigger="state"), "task")
+
+    @callback
+    def _async_exposure(self) -> None:
+        """Fail the watches on entities hidden since (an exposure changed)."""
+        for task in list(self.tasks.values()):
+            if (
+                task.kind == TaskKind.WATCH
+                and task.status == TaskStatus.PENDING
+                and self._unwatchable(task.entity_id or "")
+            ):
+                self._spawn(self._async_fail_watch(task.id), "task failed")
+
+    def _unwatchable(self, entity_id: str) -> bool:
+        """Tell whether a watched entity was removed or is hidden from the assistant.
+
+        One that is registered but not set up yet (Home Assistant is starting,
+        or its integration reloads) only needs to stay exposed.
+        """
+        if self._gone(entity_id):
+            return True
+        if self.hass.states.get(entity_id) is None:
+            return not async_should_expose(self.hass, ASSISTANT, entity_id)
+        return not is_visible(self.hass, entity_id)
+
+    def _gone(self, entity_id: str) -> bool:
+        """Tell whether an entity was removed (not merely reloading)."""
+        return (
+            self.hass.states.get(entity_id) is None
+            and er.async_get(self.hass).async_get(entity_id) is None
+        )
+
+    # ------------------------------------------------------------ startup
+
+    async def _async_load(self) -> None:
+        """Arm what was stored; settle what a stop interrupted or made late."""
+        now = time.time()
+        cutoff = now - TASK_RETENTION.total_seconds()
+
+        def _read(conn: sqlite3.Connection) -> list[Task]:
+            store.prune(conn, cutoff)
+            return store.open_tasks(conn)
+
+        tasks = await self.database.async_run(_read)
+        # One update of the to-do list for the whole load, not one per task.
+        self._quiet = True
+        try:
+            for task in tasks:
+                try:
+                    await self._async_recover(task, now)
+                except sqlite3.Error:
+                    raise
+                except Exception:  # noqa: BLE001 - one bad row must not stop the rest
+                    LOGGER.exception("Could not restore task %s", task.id)
+        finally:
+            self._quiet = False
+        self._notify()
+
+    async def _async_recover(self, task: Task, now: float) -> None:
+        if task.status == TaskStatus.RUNNING:
+            await self._async_interrupted(task, now)
+            return
+        if task.status == TaskStatus.SUSPENDED:
+            if task.created_at + self.confirmation_timeout <= now:
+                await self._async_settle(task, TaskStatus.EXPIRED, "never confirmed")
+            else:
+                self._keep(task)
+            return
+        if task.kind == TaskKind.WATCH and task.until is not None and task.until <= now:
+            self._keep(task)
+            await self._async_give_up(task.id)
+            return
+        if task.kind == TaskKind.WATCH and self._unwatchable(task.entity_id or ""):
+            self._keep(task)
+            await self._async_fail_watch(task.id)
+            return
+        if task.fire_at is not None and task.fire_at <= now:
+            if now - task.fire_at <= GRACE.total_seconds():
+                # Late, but within the grace window: once, now.
+                self._keep(task)
+                await self._async_fire(task.id, late=True)
+            else:
+                await self._async_missed(task, now)
+            return
+        self._keep(task)
+
+    async def _async_interrupted(self, task: Task, now: float) -> None:
+        """Settle a task a stop caught firing: it may have run; never twice."""
+        text = (
+            f"Task {task.id} was interrupted by a restart while it ran, so it "
+            "was not run again. Check that it did what you wanted."
+        )
+        if task.repeat != Repeat.NONE and task.kind == TaskKind.SCHEDULE:
+            upcoming = self._next(task, now)
+            updated = await self.database.async_run(
+                lambda conn: store.reschedule(
+                    conn, task.id, fire_at=upcoming, now=now, outcome="interrupted"
+                )
+            )
+            if updated is not None:
+                self._keep(updated)
+        else:
+            await self._async_settle(task, TaskStatus.FAILED, "interrupted")
+        await self._async_tell(task, text)
+
+    async def _async_missed(self, task: Task, now: float) -> None:
+        """Beyond the grace window: the maker is told; a repeat goes on."""
+        assert task.fire_at is not None  # noqa: S101 - only timed tasks are missed
+        due = when_text(task.fire_at, now)
+        what = f'"{task.message}"' if task.message else summary_line(self.hass, task)
+        lines = [
+            (
+                f"Missed: {what} was due at {due}, while Home Assistant was not "
+                "running, so it was not done."
+            )
+        ]
+        if task.repeat != Repeat.NONE and task.kind == TaskKind.SCHEDULE:
+            upcoming = self._next(task, now)
+            updated = await self.database.async_run(
+                lambda conn: store.reschedule(
+                    conn, task.id, fire_at=upcoming, now=now, outcome="missed"
+                )
+            )
+            if updated is not None:
+                self._keep(updated)
+            lines.append(f"It is next due at {when_text(upcoming, now)}.")
+        else:
+            await self._async_settle(task, TaskStatus.MISSED, "missed")
+        lines.append(made_text(task, group=_is_group(task)))
+        await self._async_tell(task, "\n".join(lines))
+        self._event(task, "missed", late=True)
+
+    def _next(self, task: Task, after: float) -> float:
+        clock = dt_time.fromisoformat(task.clock or "00:00:00")
+        previous = dt_util.as_local(dt_util.utc_from_timestamp(task.fire_at or after))
+        return next_occurrence(
+            Repeat(task.repeat),
+            clock,
+            previous,
+            dt_util.as_local(dt_util.utc_from_timestamp(after)),
+        ).timestamp()
+
+    async def _async_settle(self, task: Task, status: str, outcome: str) -> None:
+        settled = await self.database.async_run(
+            lambda conn: store.set_status(
+                conn, task.id, status=status, now=time.time(), outcome=outcome
+            )
+        )
+        if settled is not None:
+            self._keep(settled)
+        else:
+            self.tasks.pop(task.id, None)
+            self._disarm(task.id)
+            self._notify()
+
+    # ------------------------------------------------------------ firing
+
+    async def _async_fire(
+        self, task_id: int, *, trigger: str = "time", late: bool = False
+    ) -> None:
+        """Fire a task once: claim it, judge and run it, store how it went."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        if trigger == "hold" and not self._still_holds(task):
+            armed = self._armed.get(task_id)
+            if armed is not None:
+                armed.hold = None
+            return
+        now = time.time()
+        try:
+            claimed = await self.database.async_run(
+                lambda conn: store.claim(conn, task_id, now)
+            )
+        except sqlite3.Error as err:
+            LOGGER.warning("Task %s could not start (%s); trying again", task_id, err)
+            self._disarm(task_id)
+            armed = _Armed()
+            self._armed[task_id] = armed
+            armed.unsubs.append(
+                self._timer(
+                    now + RETRY_DELAY.total_seconds(),
+                    lambda: self._spawn(
+                        self._async_fire(task_id, trigger=trigger, late=True), "task"
+                    ),
+                )
+            )
+            return
+        if claimed is None:
+            # Cancelled meanwhile, or already fired by another timer.
+            return
+        self._disarm(task_id)
+        self.tasks[task_id] = claimed
+        try:
+            firing = await self._async_run(claimed, trigger=trigger, late=late)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # noqa: BLE001 - stored as the task's outcome
+            LOGGER.exception("Task %s failed", task_id)
+            firing = Firing(TaskStatus.FAILED, f"error: {err}")
+        await self._async_finish(claimed, firing, late=late)
+
+    def _still_holds(self, task: Task) -> bool:
+        armed = self._armed.get(task.id)
+        state = self.hass.states.get(task.entity_id or "")
+        return (
+            armed is not None
+            and armed.condition is not None
+            and state is not None
+            and armed.condition.matches(state.state)
+        )
+
+    async def _async_finish(self, task: Task, firing: Firing, *, late: bool) -> None:
+        now = time.time()
+        repeats = task.kind == TaskKind.SCHEDULE and task.repeat != Repeat.NONE
+        upcoming = self._next(task, max(now, task.fire_at or now)) if repeats else None
+        finished = await self.database.async_run(
+            lambda conn: store.finish(
+                conn,
+                task.id,
+                status=TaskStatus.PENDING if repeats else firing.status,
+                outcome=firing.outcome,
+                now=now,
+                fired=firing.fired,
+                next_fire_at=upcoming,
+            )
+        )
+        if finished is not None:
+            self._keep(finished)
+        if firing.fired:
+            self._event(task, firing.outcome, late=late)
+
+    async def _async_run(self, task: Task, *, trigger: str, late: bool) -> Firing:
+        """Check, tell and act; return how it went."""
+        header: list[str] = []
+        if task.kind == TaskKind.WATCH:
+            entity_id = task.entity_id or ""
+            state = self.hass.states.get(entity_id)
+            if state is None or not is_visible(self.hass, entity_id):
+                await self._async_tell(task, self._gone_text(task))
+                return Firing(TaskStatus.FAILED, "entity gone or hidden")
+            if trigger == "time" and not self._check_now(task, state.state):
+                # "If the garage is still open at 22:00": it was not.
+                return Firing(TaskStatus.DONE, "condition not met", fired=False)
+            name = entity_label(self.hass, entity_id)
+            fact = f"{name} is now {one_line(state.state, 60)}"
+            header.append(f"👀 {task.message}" if task.message else f"👀 {fact}.")
+            if task.message:
+                header.append(f"({fact}.)")
+        elif task.message:
+            header.append(f"⏰ {task.message}")
+        if late and task.fire_at is not None:
+            header.append(
+                f"(late: it was due at {when_text(task.fire_at)}, while Home "
+                "Assistant was not running)"
+            )
+        footer = made_text(task, group=_is_group(task))
+        if not task.action:
+            await self._async_tell(task, "\n".join([*header, footer]))
+            return Firing(TaskStatus.DONE, "told")
+        return await self._async_act(task, header, footer)
+
+    def _check_now(self, task: Task, state: str) -> bool:
+        """Tell whether a watch that checks once finds its condition met."""
+        try:
+            condition = parse_condition(
+                task.condition or "", (task.entity_id or "").partition(".")[0]
+            )
+        except WhenError:
+            return False
+        if not condition.matches(state):
+            return False
+        if not task.for_minutes:
+            return True
+        current = self.hass.states.get(task.entity_id or "")
+        held = time.time() - current.last_changed.timestamp() if current else 0.0
+        return held >= 60.0 * task.for_minutes
+
+    async def _async_act(self, task: Task, header: list[str], footer: str) -> Firing:
+        """Judge the action now, as its maker, and run it, ask, or refuse."""
+        assert task.action is not None  # noqa: S101 - checked by the caller
+        may_act, ha_user_id = await self._maker(task)
+        if not may_act:
+            refused = (
+                f"Task {task.id} did not run its action: the person who made it "
+                "can no longer change things through the assistant. Nothing was "
+                "done."
+            )
+            await self._async_tell(task, *header, refused, footer)
+            return Firing(TaskStatus.FAILED, "maker may no longer act")
+        domain, service, data = action_call(task.action)
+        verdict = evaluate_call(self.hass, domain, service, data, policy=self.policy)
+        name = f"{domain}.{service}"
+        if verdict.decision is Decision.BLOCK:
+            await self._async_audit(task, verdict, name, ha_user_id, "refused")
+            refused = (
+                f"Task {task.id} could not run its action: "
+                f"{one_line(verdict.reason, 200)}. Nothing was done."
+            )
+            await self._async_tell(task, *header, refused, footer)
+            return Firing(TaskStatus.FAILED, "refused")
+        if verdict.decision is Decision.CONFIRM:
+            return await self._async_ask(task, verdict, header, footer, ha_user_id)
+        summary = summarize(self.hass, verdict.calls)
+        try:
+            await async_run_calls(self.hass, verdict.calls, ha_user_id, task.owner)
+        except ToolError as err:
+            await self._async_audit(task, verdict, name, ha_user_id, "failed")
+            failed = f"It did not work: {summary}\n{one_line(str(err), 300)}"
+            await self._async_tell(task, *header, failed, footer)
+            return Firing(TaskStatus.FAILED, "failed")
+        await self._async_audit(task, verdict, name, ha_user_id, "executed")
+        await self._async_tell(task, *header, f"Done: {summary}", footer)
+        return Firing(TaskStatus.DONE, "done")
+
+    async def _async_ask(
+        self,
+        task: Task,
+        verdict: Verdict,
+        header: list[str],
+        footer: str,
+        ha_user_id: str | None,
+    ) -> Firing:
+        """Ask the maker to confirm a restricted action: it never runs unattended."""
+        gateway = self.gateway
+        if gateway is None or task.bot_entry_id is None or task.chat_id is None:
+            refused = (
+                f"Task {task.id} needs a confirmation to run its action, and "
+                "only Telegram can ask for one. Nothing was done."
+            )
+            await self._async_tell(task, *header, refused, footer)
+            return Firing(TaskStatus.FAILED, "needs a confirmation")
+        due = f"Task {task.id} is due; its action needs your Confirm."
+        await self._async_tell(task, *header, due, footer)
+        await gateway.async_request_confirmation(
+            bot_entry_id=task.bot_entry_id,
+            chat_id=task.chat_id,
+            person=task.owner,
+            ha_user_id=ha_user_id,
+            proposals=[verdict],
+        )
+        return Firing(TaskStatus.DONE, "asked to confirm")
+
+    async def _maker(self, task: Task) -> tuple[bool, str | None]:
+        """Tell whether the maker may still act, and as which HA user (now)."""
+        telegram_id = _telegram_user(task.owner)
+        if telegram_id is not None:
+            gateway = self.gateway
+            if gateway is None:
+                return False, None
+            if gateway.allowed_user_ids and telegram_id not in gateway.allowed_user_ids:
+                return False, None
+            known = is_known(
+                self.hass,
+                bot_entry_id=task.bot_entry_id or "",
+                user_id=telegram_id,
+                allowed_user_ids=gateway.allowed_user_ids,
+                user_mapping=gateway.user_mapping,
+            )
+            return known, gateway.user_mapping.get(str(telegram_id)) or None
+        if task.owner.startswith("ha:"):
+            user_id = task.owner.removeprefix("ha:")
+            user = await self.hass.auth.async_get_user(user_id)
+            return bool(user is not None and user.is_active), user_id
+        # A voice satellite without a user acts as the integration's own user.
+        return True, None
+
+    async def _async_audit(
+        self,
+        task: Task,
+        verdict: Verdict,
+        name: str,
+        ha_user_id: str | None,
+        outcome: str,
+    ) -> None:
+        row = AuditRow(
+            ts=time.time(),
+            telegram_user=task.owner,
+            chat_id=task.chat_id,
+            ha_user_id=ha_user_id,
+            entities=verdict.targets,
+            service=name,
+            policy=str(verdict.decision),
+            confirmation="scheduled",
+            outcome=outcome,
+        )
+        try:
+            await self.database.async_run(lambda conn: add_audit(conn, row))
+        except sqlite3.Error as err:
+            LOGGER.warning("Could not write the action audit log: %s", err)
+
+    def _gone_text(self, task: Task) -> str:
+        what = f' ("{task.message}")' if task.message else ""
+        return (
+            f"Task {task.id}{what} ended: it watched {GONE} (removed, or no "
+            "longer exposed to Assist), so it can no longer be checked.\n"
+            + made_text(task, group=_is_group(task))
+        )
+
+    async def _async_fail_watch(self, task_id: int) -> None:
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        failed = await self.database.async_run(
+            lambda conn: store.set_status(
+                conn,
+                task_id,
+                status=TaskStatus.FAILED,
+                now=time.time(),
+                outcome="entity gone or hidden",
+                expected=(TaskStatus.PENDING,),
+            )
+        )
+        if failed is None:
+            return
+        self._keep(failed)
+        await self._async_tell(task, self._gone_text(task))
+        self._event(task, "failed", late=False)
+
+    async def _async_give_up(self, task_id: int) -> None:
+        """End a watch at its time limit, and tell its maker."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            return
+        expired = await self.database.async_run(
+            lambda conn: store.set_status(
+                conn,
+                task_id,
+                status=TaskStatus.EXPIRED,
+                now=time.time(),
+                outcome="time limit reached",
+                expected=(TaskStatus.PENDING,),
+            )
+        )
+        if expired is None:
+            return
+        self._keep(expired)
+        until = when_text(task.until) if task.until is not None else "its time limit"
+        await self._async_tell(
+            task,
+            f"I stopped watching: {watch_text(self.hass, task)} did not happen "
+            f"before {until}.\n" + made_text(task, group=_is_group(task)),
+        )
+
+    async def _async_expire_suspended(self, task_id: int) -> None:
+        task = self.tasks.get(task_id)
+        if task is None or task.status != TaskStatus.SUSPENDED:
+            return
+        await self._async_settle(task, TaskStatus.EXPIRED, "never confirmed")
+
+    # ------------------------------------------------------------ confirmed
+
+    async def _async_confirmed_create(
+        self, action: PendingAction, call: ResolvedCall
+    ) -> None:
+        """Arm a task its maker confirmed (made while outside text was read)."""
+        task_id = int(call.data.get("task", 0))
+        task = self.tasks.get(task_id)
+        if task is None or task.owner != action.requester:
+            msg = "the task is no longer waiting (it expired or was cancelled)"
+            raise ToolError(msg)
+        armed = await self.database.async_run(
+            lambda conn: store.set_status(
+                conn,
+                task_id,
+                status=TaskStatus.PENDING,
+                now=time.time(),
+                outcome="confirmed",
+                expected=(TaskStatus.SUSPENDED,),
+            )
+        )
+        if armed is None:
+            msg = "the task is no longer waiting (it expired or was cancelled)"
+            raise ToolError(msg)
+        self._keep(armed)
+
+    async def _async_confirmed_cancel(
+        self, action: PendingAction, call: ResolvedCall
+    ) -> None:
+        """Cancel a task as confirmed (asked for while outside text was read)."""
+        task_id = int(call.data.get("task", 0))
+        task = await self.async_owned(
+            task_id, person=action.requester, ha_user_id=action.ha_user_id
+        )
+        await self._async_cancel(task, by=action.requester)
+
+    # ------------------------------------------------------------ telling
+
+    async def _async_tell(self, task: Task, *lines: str) -> None:
+        """Tell the maker, in the chat the task was made in."""
+        text = "\n".join(lines)
+        if (
+            self.gateway is not None
+            and task.bot_entry_id is not None
+            and task.chat_id is not None
+        ):
+            await self.gateway.async_send_text(task.bot_entry_id, task.chat_id, text)
+            return
+        # Made through Assist: a notification in Home Assistant.
+        persistent_notification.async_create(
+            self.hass,
+            text,
+            title="Personal Assistant",
+            notification_id=f"{DOMAIN}_task_{task.id}_{task.fired_count}",
+        )
+
+    @callback
+    def _event(self, task: Task, outcome: str, *, late: bool) -> None:
+        domain, service, data = (
+            action_call(task.action) if task.action else ("", "", {})
+        )
+        self.hass.bus.async_fire(
+            EVENT_TASK_FIRED,
+            {
+                "task_id": task.id,
+                "kind": task.kind,
+                "owner": task.owner,
+                "message": task.message,
+                "entity_id": task.entity_id,
+                "action": f"{domain}.{service}" if task.action else None,
+                "entity_ids": data.get("entity_id", []),
+                "repeat": task.repeat,
+                "outcome": outcome,
+                "late": late,
+            },
+            context=Context(),
+        )
