@@ -40,6 +40,13 @@ from .security.confirmations import (
 from .security.people import NOT_KNOWN_REPLY, is_known
 from .store import search_audit
 from .store.shared import async_claim_telegram, async_release_telegram
+from .tasks.chat import (
+    CMD_TASK_CANCEL,
+    CMD_TASKS,
+    Keyboard,
+    async_cancel_press,
+    async_listing,
+)
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
 
     from .assistant import Assistant
     from .security.permissions import Verdict
+    from .tasks.manager import TaskManager
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
@@ -221,7 +229,7 @@ def _parse_callback(
     if not isinstance(payload, str) or callback_id is None:
         return None
     command, _, token = payload.partition("_")
-    if command not in (CMD_CONFIRM, CMD_CANCEL) or not token.isalnum():
+    if command not in (CMD_CONFIRM, CMD_CANCEL, CMD_TASK_CANCEL) or not token.isalnum():
         # Another automation's button: not ours to answer.
         return None
     message = data.get("message")
@@ -402,6 +410,8 @@ class TelegramGateway:
         self._bots: dict[str, Callable[[], None]] = {}
         self._send_failed = False
         self.last_latency: float | None = None
+        # Reminders, timers and watches (/tasks and its buttons); set by runtime.
+        self.tasks: TaskManager | None = None
 
     @callback
     def async_start(self) -> None:
@@ -644,6 +654,9 @@ class TelegramGateway:
 
     async def _async_on_press(self, incoming: Incoming) -> None:
         """Decide a pending action from a button press and show the outcome."""
+        if incoming.command == CMD_TASK_CANCEL:
+            await self._async_on_task_press(incoming)
+            return
         try:
             action = await self.confirmations.async_find(
                 token=incoming.text,
@@ -779,6 +792,9 @@ class TelegramGateway:
             CMD_CANCEL,
         ):
             reply = await self._async_decide_command(incoming, command)
+        elif command == CMD_TASKS:
+            await self._async_show_tasks(incoming)
+            return
         elif command == "/actions":
             reply = await self._async_recent_actions(incoming)
         elif command == "/searchlog":
@@ -799,6 +815,96 @@ class TelegramGateway:
         else:
             reply = REPLY_UNKNOWN_COMMAND.format(command=command)
         await self._async_send(incoming, reply)
+
+    async def _async_show_tasks(
+        self, incoming: Incoming, message_id: int | None = None
+    ) -> None:
+        """Send /tasks (or refresh the list in ``message_id``), a button per task."""
+        text, keyboard = await async_listing(
+            self.hass,
+            self.tasks,
+            person=_person(incoming),
+            ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            everyone=incoming.text.strip().lower() == "all",
+        )
+        target: dict[str, Any] = {
+            "config_entry_id": incoming.bot_entry_id,
+            "chat_id": incoming.chat_id,
+            "message": text,
+            "parse_mode": "plain_text",
+            "disable_web_page_preview": True,
+        }
+        if message_id is not None:
+            await self._async_call(
+                "edit_message",
+                {**target, "message_id": message_id, "inline_keyboard": keyboard},
+            )
+            return
+        await self.async_send_text(
+            incoming.bot_entry_id, incoming.chat_id, text, keyboard
+        )
+
+    async def _async_on_task_press(self, incoming: Incoming) -> None:
+        """Cancel the task a /tasks button names, then refresh the list."""
+        text = await async_cancel_press(
+            self.tasks,
+            incoming.text,
+            person=_person(incoming),
+            ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            may_act=self._is_known(incoming),
+        )
+        await self._async_answer_press(incoming, text)
+        if text.startswith("Cancelled") and incoming.message_id is not None:
+            # The list shows the presser's own tasks, left after the cancel.
+            await self._async_show_tasks(
+                Incoming(
+                    incoming.bot_entry_id,
+                    incoming.chat_id,
+                    incoming.user_id,
+                    incoming.message_id,
+                    incoming.first_name,
+                    "",
+                ),
+                incoming.message_id,
+            )
+
+    async def async_send_text(
+        self,
+        bot_entry_id: str,
+        chat_id: int,
+        text: str,
+        keyboard: Keyboard | None = None,
+    ) -> None:
+        """Send a message the integration wrote (a task firing, /tasks)."""
+        parts = split_message(text)
+        for index, part in enumerate(parts):
+            data: dict[str, Any] = {
+                "config_entry_id": bot_entry_id,
+                "chat_id": chat_id,
+                "message": part,
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+            }
+            if keyboard and index == len(parts) - 1:
+                data["inline_keyboard"] = keyboard
+            await self._async_call("send_message", data)
+
+    async def async_request_confirmation(
+        self,
+        *,
+        bot_entry_id: str,
+        chat_id: int,
+        person: str,
+        ha_user_id: str | None,
+        proposals: Sequence[Verdict],
+    ) -> None:
+        """Ask ``person`` to confirm, as after a turn (a task's action when due)."""
+        user_id = _as_int(person.partition(":")[2]) or 0
+        await self._async_request_confirmation(
+            Incoming(bot_entry_id, chat_id, user_id, None, None, ""),
+            Speaker(person=person, name=None, ha_user_id=ha_user_id, chat_id=chat_id),
+            proposals,
+        )
 
     def _is_known(self, incoming: Incoming) -> bool:
         """Tell whether the sender may change state and confirm (see people.py)."""
