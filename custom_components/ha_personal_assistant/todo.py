@@ -1,0 +1,134 @@
+"""The assistant's tasks as a to-do list in Home Assistant: visible, removable.
+
+Removing an item cancels its task, for the person who made it (their own HA
+user, or the one their Telegram account is mapped to) or an administrator.
+The list is not exposed to Assist by default: it holds everyone's reminders.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, override
+
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_expose_entity,
+)
+from homeassistant.components.todo.const import TodoItemStatus, TodoListEntityFeature
+from homeassistant.components.todo.entity import TodoItem, TodoListEntity
+from homeassistant.core import Context, callback
+from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import entity_registry as er
+
+from .const import DOMAIN
+from .entity import PersonalAssistantEntity
+from .security.permissions import ASSISTANT
+from .tasks.describe import (
+    action_text,
+    local,
+    task_icon,
+    watch_text,
+)
+from .tasks.manager import TaskRefusedError
+from .tasks.store import TaskKind, TaskStatus
+
+if TYPE_CHECKING:
+    from homeassistant.core import HomeAssistant
+    from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
+
+    from .data import PersonalAssistantConfigEntry
+    from .tasks.manager import TaskManager
+    from .tasks.store import Task
+
+PARALLEL_UPDATES: Final = 0
+
+
+async def async_setup_entry(
+    hass: HomeAssistant,  # noqa: ARG001
+    entry: PersonalAssistantConfigEntry,
+    async_add_entities: AddConfigEntryEntitiesCallback,
+) -> None:
+    """Add the entry's "Assistant tasks" list."""
+    if entry.runtime_data.tasks is not None:
+        async_add_entities([AssistantTasks(entry, entry.runtime_data.tasks)])
+
+
+class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
+    """Every open reminder, timer and watch, with its due time."""
+
+    _attr_translation_key = "tasks"
+    _attr_supported_features = TodoListEntityFeature.DELETE_TODO_ITEM
+
+    def __init__(
+        self, entry: PersonalAssistantConfigEntry, manager: TaskManager
+    ) -> None:
+        """Show ``manager``'s tasks."""
+        super().__init__(entry, "tasks")
+        self.manager = manager
+
+    @override
+    async def async_added_to_hass(self) -> None:
+        """Follow the tasks; keep the list away from Assist unless chosen."""
+        await super().async_added_to_hass()
+        self.async_on_remove(self.manager.async_add_listener(self._async_changed))
+        registry = er.async_get(self.hass)
+        entry = registry.async_get(self.entity_id)
+        if entry is not None and "should_expose" not in entry.options.get(
+            ASSISTANT, {}
+        ):
+            # To-do lists are exposed to Assist by default; this one holds
+            # everyone's reminders, so the model must not read it.
+            async_expose_entity(self.hass, ASSISTANT, self.entity_id, False)  # noqa: FBT003
+
+    @callback
+    def _async_changed(self) -> None:
+        self.async_write_ha_state()
+
+    @property
+    @override
+    def todo_items(self) -> list[TodoItem]:
+        """Return the open tasks as to-do items, soonest first."""
+        manager = self.manager.current
+        tasks = sorted(
+            manager.open_tasks(),
+            key=lambda t: (t.fire_at if t.fire_at is not None else float("inf"), t.id),
+        )
+        return [self._item(task) for task in tasks]
+
+    def _item(self, task: Task) -> TodoItem:
+        hass = self.hass
+        action = action_text(hass, task.action)
+        if task.kind == TaskKind.WATCH:
+            what = f"When {watch_text(hass, task)}"
+            summary = task.message or what
+            details = [what] if task.message else []
+            due = task.fire_at if task.fire_at is not None else task.until
+        else:
+            summary = task.message or action or "Reminder"
+            details = []
+            due = task.fire_at
+            if task.repeat != "none":
+                details.append(f"Repeats {task.repeat}")
+        if action is not None and task.message:
+            details.append(f"Then: {action}")
+        details.append(f"Made by {task.owner_name or task.owner}")
+        if task.status == TaskStatus.SUSPENDED:
+            details.append("Waiting for its maker's Confirm")
+        return TodoItem(
+            summary=f"{task_icon(task)} {summary}",
+            uid=str(task.id),
+            status=TodoItemStatus.NEEDS_ACTION,
+            due=local(due) if due is not None else None,
+            description=". ".join(details),
+        )
+
+    @override
+    async def async_delete_todo_items(self, uids: list[str]) -> None:
+        """Cancel the removed tasks (their maker's HA user, or an admin)."""
+        try:
+            await self.manager.current.async_cancel_from_ha(uids, self._context_user())
+        except TaskRefusedError as err:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN, translation_key="task_not_yours"
+            ) from err
+
+    def _context_user(self) -> Context:
+        return self._context or Context()
