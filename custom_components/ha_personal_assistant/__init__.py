@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
-PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR]
+PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR, Platform.TODO]
 # HA waits about 30 s for stop listeners; ours finish well within that.
 SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
@@ -107,6 +107,9 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     data.gateway.async_start()
+    if data.tasks is not None:
+        # Armed once Home Assistant has started (the entities they watch).
+        data.tasks.async_start()
 
     async def _async_on_stop(_event: Event) -> None:
         # HA does not unload entries when it stops: end the turns in flight
@@ -115,6 +118,8 @@ async def async_setup_entry(
         try:
             async with asyncio.timeout(SHUTDOWN_TIMEOUT):
                 await data.gateway.async_stop()
+                if data.tasks is not None:
+                    await data.tasks.async_stop()
                 await async_shutdown_storage(hass)
         except TimeoutError:
             LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
@@ -133,6 +138,9 @@ async def async_unload_entry(
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
     await entry.runtime_data.gateway.async_stop()
+    if (tasks := entry.runtime_data.tasks) is not None:
+        # Firings write to the database: ended before it closes.
+        await tasks.async_stop()
     # Pruning and summaries write to the storage: end them before it closes.
     if maintenance := entry.runtime_data.maintenance:
         for task in maintenance:

@@ -49,6 +49,8 @@ from .security.permissions import Policy
 from .store.retention import async_prune
 from .store.shared import storage_dir
 from .store.vectors import VectorStore
+from .tasks.manager import TaskManager
+from .tasks.tools import task_tools
 from .telegram import TelegramGateway
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
@@ -105,7 +107,7 @@ def build_chat_model(  # noqa: PLR0913 - the model's settings
     )
 
 
-async def async_build(
+async def async_build(  # noqa: PLR0915 - the wiring of every part
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
 ) -> PersonalAssistantData:
     """Create the model, graph, assistant and gateway of an entry."""
@@ -145,16 +147,28 @@ async def async_build(
         disabled["web_search"] = WEB_SEARCH_OFF
     if documents is None:
         disabled["search_documents"] = DOCUMENTS_OFF
+    policy = Policy.from_options(options)
+    confirmation_timeout = float(
+        options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
+    )
+    # Reminders, timers and watches; their tools come last (a fixed order).
+    tasks = TaskManager(
+        hass,
+        entry,
+        storage.database,
+        policy=policy,
+        confirmation_timeout=confirmation_timeout,
+    )
     registry = ToolRegistry(
         [
             *HA_TOOLS,
             *(web_tools(storage.executor) if web_on else ()),
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
+            *task_tools(tasks),
         ],
         disabled=disabled,
     )
-    policy = Policy.from_options(options)
     assistant = Assistant(
         hass,
         graph=build_graph(storage.checkpoints.saver),
@@ -177,9 +191,7 @@ async def async_build(
     confirmations = ConfirmationManager(
         hass,
         storage.database,
-        timeout=float(
-            options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
-        ),
+        timeout=confirmation_timeout,
         admins=frozenset(
             f"telegram:{int(user_id)}"
             for user_id in options.get(CONF_ADMIN_USER_IDS, [])
@@ -198,6 +210,10 @@ async def async_build(
         ),
         user_mapping=options.get(CONF_USER_MAPPING, {}),
     )
+    # Tasks tell their makers through the gateway and ask through the same
+    # confirmations as a turn; /tasks lists them.
+    tasks.attach(gateway, confirmations)
+    gateway.tasks = tasks
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
 
@@ -273,6 +289,7 @@ async def async_build(
         storage=storage,
         documents=documents,
         maintenance=maintenance,
+        tasks=tasks,
     )
 
 
