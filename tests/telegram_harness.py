@@ -613,12 +613,16 @@ class TelegramHarness:
         return self.api.secret_token
 
     async def setup(
-        self, chat_ids: Iterable[int] = DEFAULT_CHAT_IDS
+        self, chat_ids: Iterable[int] = DEFAULT_CHAT_IDS, entry_id: str | None = None
     ) -> MockConfigEntry:
-        """Create the ``telegram_bot`` entry like its config flow and load it."""
+        """Create the ``telegram_bot`` entry like its config flow and load it.
+
+        ``entry_id`` keeps the id of an earlier run (a restart of HA).
+        """
         self.chat_ids = list(chat_ids)
         entry = MockConfigEntry(
             domain=TELEGRAM_DOMAIN,
+            entry_id=entry_id,
             title=BOT_FIRST_NAME,
             # The config flow's unique id is the API token.
             unique_id=self.token,
