@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
+from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -93,7 +93,7 @@ def test_a_named_time_keeps_its_wall_clock_across_daylight_saving() -> None:
 
 def test_a_time_that_does_not_exist_fires_after_the_jump() -> None:
     """02:30 on the spring-forward night is 03:30 summer time, once."""
-    moment = local_instant(datetime(2025, 3, 30).date(), time(2, 30), HOME)
+    moment = local_instant(date(2025, 3, 30), time(2, 30), HOME)
     assert moment.hour == 3
     assert moment.minute == 30
     assert moment.utcoffset() == timedelta(hours=2)
@@ -101,7 +101,7 @@ def test_a_time_that_does_not_exist_fires_after_the_jump() -> None:
 
 def test_a_time_that_happens_twice_fires_the_first_time() -> None:
     """02:30 on the autumn night is the first 02:30 (summer time)."""
-    moment = local_instant(datetime(2025, 10, 26).date(), time(2, 30), HOME)
+    moment = local_instant(date(2025, 10, 26), time(2, 30), HOME)
     assert moment.utcoffset() == timedelta(hours=2)
 
 
