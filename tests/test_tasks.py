@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from homeassistant import loader
+from homeassistant.components import conversation, persistent_notification
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
     async_should_expose,
@@ -37,6 +38,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 from custom_components.ha_personal_assistant.const import CONF_USER_MAPPING, DOMAIN
 from custom_components.ha_personal_assistant.security.people import acting_user_id
 from custom_components.ha_personal_assistant.tasks.manager import (
+    DATA_TASKS,
     EVENT_TASK_FIRED,
     MAX_OPEN_TASKS,
     TaskManager,
@@ -121,10 +123,25 @@ def _manager(entry: MockConfigEntry) -> TaskManager:
     return manager
 
 
+async def _quiet(hass: HomeAssistant) -> None:
+    """Let firings and storage calls finish before the clock jumps.
+
+    A jump in the middle of a database call looks like a file that stopped
+    answering (the call's deadline passes at once).
+    """
+    for _ in range(3):
+        await hass.async_block_till_done()
+        manager = hass.data.get(DATA_TASKS)
+        if manager is not None and (running := list(manager._running)):
+            await asyncio.wait(running)
+        await asyncio.sleep(0.02)
+
+
 async def _move_to(
     hass: HomeAssistant, freezer: FrozenDateTimeFactory, moment: datetime
 ) -> None:
     """Move the clock to ``moment`` and run what became due."""
+    await _quiet(hass)
     freezer.move_to(moment)
     async_fire_time_changed(hass, dt_util.as_utc(moment))
     await hass.async_block_till_done()
@@ -657,6 +674,7 @@ async def test_only_the_maker_or_an_admin_lists_and_cancels(
     hass: HomeAssistant,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
 ) -> None:
     """Bob can neither see nor cancel Alice's task, by tool or by button."""
     entry = await _setup(hass, fake_ollama)
@@ -708,6 +726,13 @@ async def test_only_the_maker_or_an_admin_lists_and_cancels(
         "Only people this assistant knows"
     )
     assert _manager(entry).open_tasks() == [task]
+    # In the group, the reminder says who set it.
+    before = len(telegram.sent_messages(GROUP_ID))
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=GROUP_ID)
+    assert _texts_since(telegram, before, GROUP_ID) == [
+        "⏰ Call mum\n(task 1, set by Alice on Fri 28 Mar at 09:00)"
+    ]
 
 
 async def test_an_admin_may_cancel_anyones_task(
@@ -827,6 +852,7 @@ async def _restarted(
     """
     config_dir = hass.config.config_dir
     bot_entry_id = telegram.entry_id
+    await _quiet(hass)
     await hass.async_stop()
     freezer.move_to(moment)
     async with async_test_home_assistant(config_dir=config_dir) as new:
@@ -1104,3 +1130,140 @@ async def test_the_todo_list_shows_the_tasks_and_removing_cancels(
     await hass.async_block_till_done()
     assert [t.id for t in _manager(entry).open_tasks()] == [2]
     assert hass.states.get(todo).state == "1"
+
+
+async def test_tasks_made_through_assist_tell_with_a_notification(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    hass_admin_user: MockUser,
+) -> None:
+    """Assist has no chat to write to: a notification; no Confirm can be asked."""
+    entry = await _setup(hass, fake_ollama)
+    agent = er.async_get(hass).async_get_entity_id(
+        "conversation", DOMAIN, entry.entry_id
+    )
+    fake_ollama.tool_call(
+        "schedule", {"message": "Take the cake out", "at": "20m"}
+    ).tool_call("schedule", {"message": "", "at": "30m", "action": UNLOCK}).reply("OK")
+    await conversation.async_converse(
+        hass,
+        "Remind me in 20 minutes to take the cake out, and unlock in 30",
+        None,
+        Context(user_id=hass_admin_user.id),
+        language="en",
+        agent_id=agent,
+    )
+    owners = {t.owner for t in _manager(entry).open_tasks()}
+    assert owners == {f"ha:{hass_admin_user.id}"}
+    await _move_to(hass, freezer, at(28, 9, 20) + timedelta(seconds=5))
+    await _move_to(hass, freezer, at(28, 9, 30) + timedelta(seconds=5))
+    await _quiet(hass)
+    messages = [
+        n["message"]
+        for n in persistent_notification._async_get_or_create_notifications(
+            hass
+        ).values()
+    ]
+    assert any(m.startswith("⏰ Take the cake out") for m in messages)
+    assert any(
+        "only Telegram can ask for one. Nothing was done." in m for m in messages
+    )
+    assert hass.states.get("lock.front_door").state == "locked"
+
+
+async def test_a_removed_entity_ends_its_watch(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The watched entity is removed: the watch fails and its maker hears so."""
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.freezer", "-18", {"friendly_name": "Freezer"})
+    async_expose_entity(hass, "conversation", "sensor.freezer", True)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me if the freezer gets warmer than -10",
+        [("watch", {"entity_id": "sensor.freezer", "state": ">-10"})],
+    )
+    before = len(telegram.sent_messages(ALICE_ID))
+    hass.states.async_remove("sensor.freezer")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[0].startswith(
+        "Task 1 ended: it watched a device the assistant can no longer see"
+    )
+    await _settled(entry)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_a_task_caught_firing_by_a_restart_never_runs_twice(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    service_calls: list[Event[Any]],
+) -> None:
+    """Stored as running at start: not run again; a repeat goes on from its next."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10:00 turn on the bed light, and every day at 10:00 remind me",
+        [
+            ("schedule", {"message": "", "at": "10:00", "action": TURN_ON_BED}),
+            ("schedule", {"message": "Stretch", "at": "10:00", "repeat": "daily"}),
+        ],
+    )
+    database = entry.runtime_data.storage.database
+    await database.async_run(
+        lambda conn: conn.execute("UPDATE tasks SET status = 'running'")
+    )
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    await _move_to(hass, freezer, at(28, 10, 5))
+    before = len(telegram.sent_messages(ALICE_ID))
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await _manager(entry).ready.wait()
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    texts = _texts_since(telegram, before)
+    assert all("interrupted by a restart" in text for text in texts)
+    assert service_calls == []
+    [daily] = _manager(entry).open_tasks()
+    assert daily.fire_at == at(29, 10).timestamp()
+
+
+async def test_a_cancel_asked_while_outside_text_is_in_the_prompt_waits(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A page cannot make the model cancel a reminder: Confirm first."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 to call mum",
+        [("schedule", {"message": "Call mum", "at": "19:00"})],
+    )
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "tips"})
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Any tips?",
+        [("cancel_task", {"task_id": 1}), ("list_tasks", {})],
+    )
+    await asyncio.sleep(0.1)
+    assert "waiting_for_confirmation" in _tool_results(fake_ollama)[-2]
+    assert len(_manager(entry).open_tasks()) == 1
+    request = _newest_with_buttons(telegram, ALICE_ID)
+    assert request["text"].startswith("Please confirm:\nCancel task")
+    assert 'message: "Call mum"' in request["text"]
+    await telegram.press_button(
+        _buttons(request)[0][1], message_id=request["message_id"]
+    )
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    await _quiet(hass)
+    assert _manager(entry).open_tasks() == []

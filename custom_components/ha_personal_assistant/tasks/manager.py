@@ -90,9 +90,11 @@ GRACE: Final = timedelta(minutes=15)
 MAX_OPEN_TASKS: Final = 20
 # Firing found the database locked or full: tried again this much later.
 RETRY_DELAY: Final = timedelta(seconds=30)
-# Settled tasks are deleted this long after they ended.
-TASK_RETENTION: Final = timedelta(days=30)
 EVENT_TASK_FIRED: Final = f"{DOMAIN}_task_fired"
+# What the event says happened; every other ending is "failed".
+EVENT_OUTCOMES: Final = frozenset(
+    {"told", "done", "asked to confirm", "refused", "missed"}
+)
 # Pending actions that are not HA service calls: the maker's Confirm of a task
 # made while outside text was in the prompt, and of a cancellation then.
 INTERNAL_CREATE: Final = (DOMAIN, "create_task")
@@ -172,6 +174,8 @@ class TaskManager:
         self._armed: dict[int, _Armed] = {}
         self._unsubs: list[CALLBACK_TYPE] = []
         self._running: set[asyncio.Task[None]] = set()
+        # Tasks this process is firing right now.
+        self._firing: set[int] = set()
         self._listeners: list[Callable[[], None]] = []
         self._active = False
         self._quiet = False
@@ -534,13 +538,7 @@ class TaskManager:
     async def _async_load(self) -> None:
         """Arm what was stored; settle what a stop interrupted or made late."""
         now = time.time()
-        cutoff = now - TASK_RETENTION.total_seconds()
-
-        def _read(conn: sqlite3.Connection) -> list[Task]:
-            store.prune(conn, cutoff)
-            return store.open_tasks(conn)
-
-        tasks = await self.database.async_run(_read)
+        tasks = await self.database.async_run(store.open_tasks)
         # One update of the to-do list for the whole load, not one per task.
         self._quiet = True
         try:
@@ -565,18 +563,19 @@ class TaskManager:
             else:
                 self._keep(task)
             return
+        # Not armed before these: a past-due timer would fire it as well.
         if task.kind == TaskKind.WATCH and task.until is not None and task.until <= now:
-            self._keep(task)
+            self.tasks[task.id] = task
             await self._async_give_up(task.id)
             return
         if task.kind == TaskKind.WATCH and self._unwatchable(task.entity_id or ""):
-            self._keep(task)
+            self.tasks[task.id] = task
             await self._async_fail_watch(task.id)
             return
         if task.fire_at is not None and task.fire_at <= now:
             if now - task.fire_at <= GRACE.total_seconds():
                 # Late, but within the grace window: once, now.
-                self._keep(task)
+                self.tasks[task.id] = task
                 await self._async_fire(task.id, late=True)
             else:
                 await self._async_missed(task, now)
@@ -659,18 +658,48 @@ class TaskManager:
     ) -> None:
         """Fire a task once: claim it, judge and run it, store how it went."""
         task = self.tasks.get(task_id)
-        if task is None:
+        if task is None or task_id in self._firing:
+            # Settled, or a second trigger while it fires.
             return
         if trigger == "hold" and not self._still_holds(task):
             armed = self._armed.get(task_id)
             if armed is not None:
                 armed.hold = None
             return
+        self._firing.add(task_id)
+        try:
+            claimed = await self._async_claim(task_id, trigger=trigger)
+            if claimed is None:
+                return
+            self._disarm(task_id)
+            self.tasks[task_id] = claimed
+            try:
+                firing = await self._async_run(claimed, trigger=trigger, late=late)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # noqa: BLE001 - stored as the task's outcome
+                LOGGER.exception("Task %s failed", task_id)
+                firing = Firing(TaskStatus.FAILED, f"error: {err}")
+            await self._async_finish(claimed, firing, late=late)
+        finally:
+            self._firing.discard(task_id)
+
+    async def _async_claim(self, task_id: int, *, trigger: str) -> Task | None:
+        """Claim a task for firing; None when it is not to fire (now)."""
         now = time.time()
         try:
             claimed = await self.database.async_run(
                 lambda conn: store.claim(conn, task_id, now)
             )
+            if claimed is None:
+                # Cancelled meanwhile; or an earlier claim whose answer was
+                # lost (the file was slow) while it was stored: no firing of
+                # this process holds it, so nothing ran yet and it may go on.
+                current = await self.database.async_run(
+                    lambda conn: store.get(conn, task_id)
+                )
+                if current is not None and current.status == TaskStatus.RUNNING:
+                    return current
         except sqlite3.Error as err:
             LOGGER.warning("Task %s could not start (%s); trying again", task_id, err)
             self._disarm(task_id)
@@ -684,20 +713,8 @@ class TaskManager:
                     ),
                 )
             )
-            return
-        if claimed is None:
-            # Cancelled meanwhile, or already fired by another timer.
-            return
-        self._disarm(task_id)
-        self.tasks[task_id] = claimed
-        try:
-            firing = await self._async_run(claimed, trigger=trigger, late=late)
-        except asyncio.CancelledError:
-            raise
-        except Exception as err:  # noqa: BLE001 - stored as the task's outcome
-            LOGGER.exception("Task %s failed", task_id)
-            firing = Firing(TaskStatus.FAILED, f"error: {err}")
-        await self._async_finish(claimed, firing, late=late)
+            return None
+        return claimed
 
     def _still_holds(self, task: Task) -> bool:
         armed = self._armed.get(task.id)
@@ -709,25 +726,42 @@ class TaskManager:
             and armed.condition.matches(state.state)
         )
 
-    async def _async_finish(self, task: Task, firing: Firing, *, late: bool) -> None:
+    async def _async_finish(
+        self, task: Task, firing: Firing, *, late: bool, announce: bool = True
+    ) -> None:
         now = time.time()
         repeats = task.kind == TaskKind.SCHEDULE and task.repeat != Repeat.NONE
         upcoming = self._next(task, max(now, task.fire_at or now)) if repeats else None
-        finished = await self.database.async_run(
-            lambda conn: store.finish(
-                conn,
-                task.id,
-                status=TaskStatus.PENDING if repeats else firing.status,
-                outcome=firing.outcome,
-                now=now,
-                fired=firing.fired,
-                next_fire_at=upcoming,
+        if firing.fired and announce:
+            self._event(task, firing.outcome, late=late)
+        try:
+            finished = await self.database.async_run(
+                lambda conn: store.finish(
+                    conn,
+                    task.id,
+                    status=TaskStatus.PENDING if repeats else firing.status,
+                    outcome=firing.outcome,
+                    now=now,
+                    fired=firing.fired,
+                    next_fire_at=upcoming,
+                )
             )
-        )
+        except sqlite3.Error as err:
+            # It ran: only its record waits. Stored again shortly; until then
+            # it stays running, so it cannot fire twice.
+            LOGGER.warning("Task %s: could not store how it went (%s)", task.id, err)
+            self._unsubs.append(
+                self._timer(
+                    time.time() + RETRY_DELAY.total_seconds(),
+                    lambda: self._spawn(
+                        self._async_finish(task, firing, late=late, announce=False),
+                        "task record",
+                    ),
+                )
+            )
+            return
         if finished is not None:
             self._keep(finished)
-        if firing.fired:
-            self._event(task, firing.outcome, late=late)
 
     async def _async_run(self, task: Task, *, trigger: str, late: bool) -> Firing:
         """Check, tell and act; return how it went."""
@@ -1005,6 +1039,7 @@ class TaskManager:
 
     @callback
     def _event(self, task: Task, outcome: str, *, late: bool) -> None:
+        outcome = outcome if outcome in EVENT_OUTCOMES else "failed"
         domain, service, data = (
             action_call(task.action) if task.action else ("", "", {})
         )
