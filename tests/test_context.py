@@ -382,7 +382,7 @@ async def test_untrusted_documents_are_cut_first_in_a_small_window(
     """With num_ctx 4096 and long chunks, requests fit and the message stays whole."""
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
-    long_text = "The heat pump defrosts below three degrees. " * 15
+    long_text = "The heat pump defrosts below three degrees. " * 10
     entry.runtime_data.assistant.documents = Documents(
         [
             Hit(f"Manual {i}", long_text, 0.9 - i / 100, "add_document", False)

@@ -394,7 +394,15 @@ async def test_memory_writes_are_refused_in_a_tainted_turn(
     """Once untrusted text entered a turn, remember and forget do nothing."""
     runtime = assistant.runtime_data
     registry = runtime.assistant.registry
-    assert registry.names[-2:] == ["remember", "forget"]
+    # remember and forget, then the task tools (a fixed order).
+    assert registry.names[-6:] == [
+        "remember",
+        "forget",
+        "schedule",
+        "watch",
+        "list_tasks",
+        "cancel_task",
+    ]
     assert registry.get("remember").writes_memory
     assert not registry.get("get_state").writes_memory
 

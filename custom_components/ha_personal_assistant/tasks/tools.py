@@ -66,62 +66,30 @@ ACTION_HELP: Final = (
 class ScheduleArgs(BaseModel):
     """Arguments of schedule."""
 
-    message: str = Field(
-        description=(
-            "What to tell the user then, in their language (a reminder); "
-            "may be empty when only an action runs"
-        )
-    )
-    at: str = Field(
-        description=(
-            "When: a local time like 19:00 (the next one), a local date-time "
-            "like 2025-03-28 19:00, or a delay like 20m, 2h, 'in 20 minutes'"
-        )
-    )
+    message: str = Field(description="Reminder text, in the user's language")
+    at: str = Field(description="19:00, 2025-03-28 19:00, or a delay: 20m, 2h")
     repeat: str | None = Field(
-        default=None, description="none (default), daily, weekdays or weekly"
+        default=None, description="none, daily, weekdays or weekly"
     )
     action: dict[str, Any] | None = Field(
-        default=None,
-        description=(
-            "Optional service call to run then, as call_service's arguments, "
-            'e.g. {"domain": "light", "service": "turn_off", "entity_id": '
-            '"light.kitchen"}'
-        ),
+        default=None, description="call_service arguments to run then"
     )
 
 
 class WatchArgs(BaseModel):
     """Arguments of watch."""
 
-    entity_id: str = Field(description="The entity to watch, e.g. cover.garage_door")
-    state: str = Field(
-        description=(
-            "The state to wait for, e.g. off, open, idle, or 'not playing'; or "
-            "a number: '>25', '<5', 'above 30', 'below 10'"
-        )
-    )
-    message: str | None = Field(
-        default=None, description="What to tell the user then, in their language"
-    )
+    entity_id: str = Field(description="Entity to watch")
+    state: str = Field(description="State to wait for, or a number: >25, <5")
+    message: str | None = Field(default=None, description="Text to tell then")
     for_minutes: float | None = Field(
-        default=None, description="Only once it has stayed so this many minutes"
+        default=None, description="Only once it stays so this long"
     )
     action: dict[str, Any] | None = Field(
-        default=None,
-        description="Optional service call to run then, as call_service's arguments",
+        default=None, description="call_service arguments to run then"
     )
-    at: str | None = Field(
-        default=None,
-        description=(
-            "Check once at this time instead of waiting, e.g. 22:00 for 'if "
-            "the garage is still open at 22:00'"
-        ),
-    )
-    until: str | None = Field(
-        default=None,
-        description="Give up at this time or after this delay, e.g. 23:00 or 3h",
-    )
+    at: str | None = Field(default=None, description="Check once at this time")
+    until: str | None = Field(default=None, description="Give up at this time")
 
 
 class ListTasksArgs(BaseModel):
@@ -131,7 +99,7 @@ class ListTasksArgs(BaseModel):
 class CancelTaskArgs(BaseModel):
     """Arguments of cancel_task."""
 
-    task_id: int = Field(description="The task_id from schedule, watch or list_tasks")
+    task_id: int = Field(description="From list_tasks")
 
 
 def _where(ctx: ToolContext) -> tuple[str | None, int | None]:
@@ -350,34 +318,27 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
     return (
         ToolSpec(
             name="schedule",
-            description=(
-                "Remind the user, or run a service call, at a time: once or "
-                "repeating (daily, weekdays, weekly)."
-            ),
+            description="Remind the user, or run an action, at a time.",
             args_schema=ScheduleArgs,
             handler=schedule,
             changes_state=True,
         ),
         ToolSpec(
             name="watch",
-            description=(
-                "Tell the user (or run a service call) when an entity reaches a "
-                "state, stays in it for some minutes, or passes a number; or "
-                "check it once at a time."
-            ),
+            description="Tell the user, or run an action, when an entity gets a state.",
             args_schema=WatchArgs,
             handler=watch,
             changes_state=True,
         ),
         ToolSpec(
             name="list_tasks",
-            description="List the user's reminders, timers and watches.",
+            description="List the user's tasks.",
             args_schema=ListTasksArgs,
             handler=list_tasks,
         ),
         ToolSpec(
             name="cancel_task",
-            description="Cancel one of the user's reminders, timers or watches.",
+            description="Cancel a task.",
             args_schema=CancelTaskArgs,
             handler=cancel_task,
             changes_state=True,
