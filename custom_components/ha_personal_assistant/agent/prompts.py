@@ -93,6 +93,8 @@ I'm your home assistant. Write to me in your own words, for example:
 • "Turn on the kitchen lights"
 • "Which lights are on?"
 • "Remember that I like the bedroom at 19 degrees"
+• "Remind me at 7 to put out the bins"
+• "Tell me when the washing machine is done"
 
 I can see and control only the devices exposed to Assist in Home Assistant \
 (Settings → Voice assistants → Expose). Unlocking doors, alarms and opening \
@@ -102,6 +104,7 @@ Commands:
 /new - start a fresh conversation
 /confirm, /cancel - decide your newest pending action
 /actions - your recent actions
+/tasks - your reminders, timers and watches
 /searchlog - your recent web searches, as they were sent
 /memory - what I know about you
 /forget <thing> - make me forget it

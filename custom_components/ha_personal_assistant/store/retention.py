@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ..const import LOGGER
+from ..tasks.store import prune as prune_tasks
 
 if TYPE_CHECKING:
     import sqlite3
@@ -29,6 +30,8 @@ TOOL_LOG_RETENTION_DAYS: Final = 90
 ACTION_AUDIT_RETENTION_DAYS: Final = 365
 # Settled confirmation requests (done, cancelled, expired); pending ones stay.
 SETTLED_ACTION_RETENTION_DAYS: Final = 30
+# Settled tasks (done, failed, cancelled, expired, missed); open ones stay.
+SETTLED_TASK_RETENTION_DAYS: Final = 30
 # VACUUM rewrites the whole file; worth it only when much of it is free.
 VACUUM_FREE_SHARE: Final = 0.25
 VACUUM_MIN_FREE_PAGES: Final = 64
@@ -79,6 +82,7 @@ def _prune_database(conn: sqlite3.Connection, now: float) -> tuple[int, int]:
         " AND created_at < ?",
         (now - SETTLED_ACTION_RETENTION_DAYS * DAY,),
     ).rowcount
+    rows += prune_tasks(conn, now - SETTLED_TASK_RETENTION_DAYS * DAY)
     return len(old), rows
 
 
