@@ -68,7 +68,11 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
     async def async_added_to_hass(self) -> None:
         """Follow the tasks; keep the list away from Assist unless chosen."""
         await super().async_added_to_hass()
-        self.async_on_remove(self.manager.async_add_listener(self._async_changed))
+        # The manager that runs the tasks (another entry's, if it came first).
+        self.async_on_remove(
+            self.manager.current.async_add_listener(self._async_changed)
+        )
+        self._attr_todo_items = self._items()
         registry = er.async_get(self.hass)
         entry = registry.async_get(self.entity_id)
         if entry is not None and "should_expose" not in entry.options.get(
@@ -80,11 +84,11 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
 
     @callback
     def _async_changed(self) -> None:
+        # Built once per change, not at every read of the state.
+        self._attr_todo_items = self._items()
         self.async_write_ha_state()
 
-    @property
-    @override
-    def todo_items(self) -> list[TodoItem]:
+    def _items(self) -> list[TodoItem]:
         """Return the open tasks as to-do items, soonest first."""
         manager = self.manager.current
         tasks = sorted(

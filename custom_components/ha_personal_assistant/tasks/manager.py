@@ -207,10 +207,14 @@ class TaskManager:
             return
         self.hass.data[DATA_TASKS] = self
         self._active = True
-        self._unsubs.append(async_at_started(self.hass, self._async_at_started))
+        self._unsubs.append(async_at_started(self.hass, self._async_started))
 
-    async def _async_at_started(self, _hass: HomeAssistant) -> None:
+    @callback
+    def _async_started(self, _hass: HomeAssistant) -> None:
         # Only now: the entities a watch needs and telegram_bot are set up.
+        self._spawn(self._async_load_all(), "tasks load")
+
+    async def _async_load_all(self) -> None:
         try:
             await self._async_load()
         except sqlite3.Error as err:
@@ -226,8 +230,9 @@ class TaskManager:
         )
         self.ready.set()
 
-    async def _async_retry_load(self, _now: datetime) -> None:
-        await self._async_at_started(self.hass)
+    @callback
+    def _async_retry_load(self, _now: datetime) -> None:
+        self._spawn(self._async_load_all(), "tasks load")
 
     async def async_stop(self) -> None:
         """Disarm everything and end firings in progress (unload or stop)."""
