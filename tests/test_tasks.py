@@ -35,7 +35,11 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     async_test_home_assistant,
 )
 
-from custom_components.ha_personal_assistant.const import CONF_USER_MAPPING, DOMAIN
+from custom_components.ha_personal_assistant.const import (
+    CONF_ALLOWED_USER_IDS,
+    CONF_USER_MAPPING,
+    DOMAIN,
+)
 from custom_components.ha_personal_assistant.security.people import acting_user_id
 from custom_components.ha_personal_assistant.tasks.manager import (
     DATA_TASKS,
@@ -1266,4 +1270,89 @@ async def test_a_cancel_asked_while_outside_text_is_in_the_prompt_waits(
     )
     await telegram.wait_for_calls("answerCallbackQuery", 1)
     await _quiet(hass)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_the_action_runs_only_while_its_maker_may_act(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    service_calls: list[Event[Any]],
+) -> None:
+    """Alice is no longer let in when it fires: nothing runs for her."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10:00 turn on the bed light",
+        [("schedule", {"message": "", "at": "10:00", "action": TURN_ON_BED})],
+    )
+    hass.config_entries.async_update_entry(
+        entry, options={**entry.options, CONF_ALLOWED_USER_IDS: [BOB_ID]}
+    )
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await _manager(entry).ready.wait()
+    await _move_to(hass, freezer, at(28, 10) + timedelta(seconds=1))
+    await _quiet(hass)
+    assert service_calls == []
+    assert hass.states.get(BED).state == "off"
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_a_failing_action_tells_its_maker(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    fired: list[Event[Any]],
+) -> None:
+    """Home Assistant refuses the call when it runs: the maker reads why."""
+    await _setup(hass, fake_ollama)
+    bad = {**TURN_ON_BED, "data": {"brightness_pct": 500}}
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10:00 turn on the bed light very bright",
+        [("schedule", {"message": "Wake up", "at": "10:00", "action": bad})],
+    )
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 10) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    lines = _texts_since(telegram, before)[0].splitlines()
+    assert lines[0] == "⏰ Wake up"
+    assert lines[1] == "It did not work: Turn on Bed Light (light.bed_light)"
+    assert lines[2].startswith("  brightness_pct: 500")
+    await _quiet(hass)
+    assert fired[-1].data["outcome"] == "failed"
+
+
+async def test_a_busy_database_when_a_task_is_due_delays_it(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """The file is locked at 19:00: the reminder comes once it answers again."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 to put out the bins",
+        [("schedule", {"message": "Put out the bins", "at": "19:00"})],
+    )
+    await _move_to(hass, freezer, at(28, 18, 59))
+    before = len(telegram.sent_messages(ALICE_ID))
+    due = at(28, 19) + timedelta(seconds=1)
+    freezer.move_to(due)
+    # Locked from now on for 15 s (the file is then left alone).
+    entry.runtime_data.storage.database.gate.failed("database is locked")
+    async_fire_time_changed(hass, dt_util.as_utc(due))
+    await _quiet(hass)
+    assert _texts_since(telegram, before) == []
+    assert len(_manager(entry).open_tasks()) == 1
+    await _move_to(hass, freezer, at(28, 19, 1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[0].startswith("⏰ Put out the bins\n(late")
+    await _settled(entry)
     assert _manager(entry).open_tasks() == []
