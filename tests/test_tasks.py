@@ -1356,3 +1356,148 @@ async def test_a_busy_database_when_a_task_is_due_delays_it(
     assert _texts_since(telegram, before)[0].startswith("⏰ Put out the bins\n(late")
     await _settled(entry)
     assert _manager(entry).open_tasks() == []
+
+
+async def test_a_cancelled_task_never_fires_and_the_next_one_still_does(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """19:00 cancelled, 20:00 kept: nothing at 19:00, the 20:00 one on time."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 of the bins and at 20:00 of the pills",
+        [
+            ("schedule", {"message": "Bins", "at": "19:00"}),
+            ("schedule", {"message": "Pills", "at": "20:00"}),
+        ],
+    )
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Forget the bins",
+        [("cancel_task", {"task_id": 1})],
+    )
+    assert [t.id for t in _manager(entry).open_tasks()] == [2]
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    assert _texts_since(telegram, before) == []
+    await _move_to(hass, freezer, at(28, 20) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before) == [
+        "⏰ Pills\n(task 2, set on Fri 28 Mar at 09:00)"
+    ]
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["still below", "over meanwhile"])
+async def test_a_busy_database_when_a_hold_ends_delays_it(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    over: bool,
+) -> None:
+    """Below 5 W for 3 minutes, the file locked then: told once it answers.
+
+    If the power rose before the retry, nothing is told, and the watch waits
+    for the next 3 minutes below 5 W.
+    """
+    await async_setup_house(hass)
+    async_expose_entity(hass, "conversation", POWER, True)
+    _set(hass, POWER, "350")
+    entry = await async_setup_assistant(hass, fake_ollama)
+    await _manager(entry).ready.wait()
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me when the washing machine is done",
+        [
+            (
+                "watch",
+                {
+                    "entity_id": POWER,
+                    "state": "below 5",
+                    "for_minutes": 3,
+                    "message": "The washing machine is done",
+                },
+            )
+        ],
+    )
+    before = len(telegram.sent_messages(ALICE_ID))
+    _set(hass, POWER, "2")
+    await _move_to(hass, freezer, at(28, 9, 2))
+    await _quiet(hass)
+    due = at(28, 9, 3) + timedelta(seconds=5)
+    freezer.move_to(due)
+    entry.runtime_data.storage.database.gate.failed("database is locked")
+    async_fire_time_changed(hass, dt_util.as_utc(due))
+    await _quiet(hass)
+    assert _texts_since(telegram, before) == []
+    if over:
+        _set(hass, POWER, "400")
+    await _move_to(hass, freezer, at(28, 9, 4))
+    await _quiet(hass)
+    if not over:
+        await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        [text] = _texts_since(telegram, before)
+        assert text.startswith("👀 The washing machine is done")
+        await _settled(entry)
+        assert _manager(entry).open_tasks() == []
+        return
+    assert _texts_since(telegram, before) == []
+    assert len(_manager(entry).open_tasks()) == 1
+    _set(hass, POWER, "1")
+    await _move_to(hass, freezer, at(28, 9, 6))
+    assert _texts_since(telegram, before) == []
+    await _move_to(hass, freezer, at(28, 9, 7) + timedelta(seconds=5))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[0].startswith(
+        "👀 The washing machine is done"
+    )
+
+
+async def test_an_unloaded_entry_leaves_no_timer_or_listener_behind(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Unloaded: nothing fires and no state listener stays; loaded again, all back."""
+    entry = await _setup(hass, fake_ollama)
+    listeners = hass.bus.async_listeners().get("state_changed", 0)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 and tell me when the garage opens",
+        [
+            ("schedule", {"message": "Put out the bins", "at": "19:00"}),
+            ("watch", {"entity_id": GARAGE, "state": "open", "message": "Garage!"}),
+        ],
+    )
+    manager = _manager(entry)
+    assert manager._heap
+    assert manager._entity_unsubs
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert manager._heap == []
+    assert manager._timer_unsub is None
+    assert manager._entity_unsubs == {}
+    assert manager._watchers == {}
+    assert hass.bus.async_listeners().get("state_changed", 0) <= listeners
+    before = len(telegram.sent_messages(ALICE_ID))
+    _set(hass, GARAGE, "open")
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    assert _texts_since(telegram, before) == []
+    _set(hass, GARAGE, "closed")
+    # Loaded again: late by a few seconds, within the grace window.
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await _manager(entry).ready.wait()
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    _set(hass, GARAGE, "open")
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    texts = _texts_since(telegram, before)
+    assert texts[0].startswith("⏰ Put out the bins\n(late")
+    assert texts[1].startswith("👀 Garage!")

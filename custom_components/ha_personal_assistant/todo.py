@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final, override
 
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
+    async_listen_entity_updates,
 )
 from homeassistant.components.todo.const import TodoItemStatus, TodoListEntityFeature
 from homeassistant.components.todo.entity import TodoItem, TodoListEntity
@@ -21,12 +22,7 @@ from homeassistant.helpers import entity_registry as er
 from .const import DOMAIN
 from .entity import PersonalAssistantEntity
 from .security.permissions import ASSISTANT
-from .tasks.describe import (
-    action_text,
-    local,
-    task_icon,
-    watch_text,
-)
+from .tasks.describe import action_text, local, task_icon, watch_text
 from .tasks.manager import TaskRefusedError
 from .tasks.store import TaskKind, TaskStatus
 
@@ -63,6 +59,8 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
         """Show ``manager``'s tasks."""
         super().__init__(entry, "tasks")
         self.manager = manager
+        # Each open task's item, kept while the task does not change.
+        self._cache: dict[int, tuple[tuple[float, str], TodoItem]] = {}
 
     @override
     async def async_added_to_hass(self) -> None:
@@ -71,6 +69,11 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
         # The manager that runs the tasks (another entry's, if it came first).
         self.async_on_remove(
             self.manager.current.async_add_listener(self._async_changed)
+        )
+        # An item names only entities the assistant may see: described
+        # again when what it may see changes.
+        self.async_on_remove(
+            async_listen_entity_updates(self.hass, ASSISTANT, self._async_exposure)
         )
         self._attr_todo_items = self._items()
         registry = er.async_get(self.hass)
@@ -83,6 +86,11 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
             async_expose_entity(self.hass, ASSISTANT, self.entity_id, False)  # noqa: FBT003
 
     @callback
+    def _async_exposure(self) -> None:
+        self._cache.clear()
+        self._async_changed()
+
+    @callback
     def _async_changed(self) -> None:
         # Built once per change, not at every read of the state.
         self._attr_todo_items = self._items()
@@ -90,24 +98,36 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
 
     def _items(self) -> list[TodoItem]:
         """Return the open tasks as to-do items, soonest first."""
-        manager = self.manager.current
         tasks = sorted(
-            manager.open_tasks(),
+            self.manager.current.tasks.values(),
             key=lambda t: (t.fire_at if t.fire_at is not None else float("inf"), t.id),
         )
-        return [self._item(task) for task in tasks]
+        cache: dict[int, tuple[tuple[float, str], TodoItem]] = {}
+        items = []
+        for task in tasks:
+            key = (task.updated_at, task.status)
+            cached = self._cache.get(task.id)
+            item = cached[1] if cached is not None and cached[0] == key else None
+            if item is None:
+                item = self._item(task)
+            cache[task.id] = (key, item)
+            items.append(item)
+        # Only a changed task is described again.
+        self._cache = cache
+        return items
 
     def _item(self, task: Task) -> TodoItem:
         hass = self.hass
+        details: list[str] = []
         action = action_text(hass, task.action)
         if task.kind == TaskKind.WATCH:
             what = f"When {watch_text(hass, task)}"
             summary = task.message or what
-            details = [what] if task.message else []
+            if task.message:
+                details.append(what)
             due = task.fire_at if task.fire_at is not None else task.until
         else:
             summary = task.message or action or "Reminder"
-            details = []
             due = task.fire_at
             if task.repeat != "none":
                 details.append(f"Repeats {task.repeat}")

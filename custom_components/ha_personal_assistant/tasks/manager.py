@@ -1,11 +1,13 @@
 """Tasks at run time: armed with HA's event helpers, fired once, judged when they fire.
 
-Nothing polls. A scheduled task is one ``async_track_point_in_utc_time``
-timer; a watch is one ``async_track_state_change_event`` listener (plus a
-timer while a "stays for N minutes" condition holds, and one for its time
-limit); an exposure change re-checks the watches once. With 1,000 open tasks
-the event loop does nothing until one of them is due or one of the watched
-entities changes.
+Nothing polls. Every time a task waits for (its firing, the end of a "stays
+for N minutes" hold, a watch's time limit, the expiry of a task waiting for
+its Confirm, a retry) is an entry of one heap, behind one
+``async_track_point_in_utc_time`` timer set for the soonest. Every watched
+entity has one ``async_track_state_change_event`` subscription, shared by
+its watches. An exposure change re-checks the watches once. With 1,000 open
+tasks the event loop does nothing until one of them is due or one of the
+watched entities changes.
 
 When a task fires, its action is judged at that moment by the permission
 layer (``evaluate_call``) against the exposure and policy of that moment, as
@@ -18,11 +20,14 @@ the prompt waits, suspended, for the maker's Confirm before it is armed.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import time as dt_time
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.components import persistent_notification
@@ -74,6 +79,7 @@ if TYPE_CHECKING:
         Event,
         EventStateChangedData,
         HomeAssistant,
+        State,
     )
 
     from ..data import PersonalAssistantConfigEntry
@@ -112,20 +118,29 @@ class TaskRefusedError(ToolError):
     """A task operation refused; the message is for the person or the model."""
 
 
+class Due(StrEnum):
+    """What an entry of the timer heap does when its time comes."""
+
+    FIRE = "fire"
+    HOLD = "hold"
+    LIMIT = "limit"
+    EXPIRE = "expire"
+    RETRY = "retry"
+
+
 @dataclass(slots=True)
 class _Armed:
-    """What keeps one task listening: timers, a state listener, a hold."""
+    """What keeps one task listening.
 
-    unsubs: list[CALLBACK_TYPE] = field(default_factory=list)
+    Its times are entries of the manager's one timer heap; an entry counts
+    only while its token is here (cancelling is forgetting the token).
+    """
+
+    tokens: dict[Due, int] = field(default_factory=dict)
     condition: Condition | None = None
-    hold: CALLBACK_TYPE | None = None
-
-    def cancel(self) -> None:
-        while self.unsubs:
-            self.unsubs.pop()()
-        if self.hold is not None:
-            self.hold()
-            self.hold = None
+    entity_id: str | None = None
+    # How a retried firing was triggered (a claim that found the file busy).
+    retry_trigger: str = "time"
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +187,15 @@ class TaskManager:
         # Open tasks by id, as last stored.
         self.tasks: dict[int, Task] = {}
         self._armed: dict[int, _Armed] = {}
+        # Every time a task waits for, soonest first: (when, token, task, what).
+        # One HA timer is armed for the first; stale entries are skipped.
+        self._heap: list[tuple[float, int, int, Due]] = []
+        self._tokens = itertools.count(1)
+        self._timer_unsub: CALLBACK_TYPE | None = None
+        self._timer_at: float | None = None
+        # Watched entities: one state subscription each, for all its watches.
+        self._watchers: dict[str, set[int]] = {}
+        self._entity_unsubs: dict[str, CALLBACK_TYPE] = {}
         self._unsubs: list[CALLBACK_TYPE] = []
         self._running: set[asyncio.Task[None]] = set()
         # Tasks this process is firing right now.
@@ -238,9 +262,15 @@ class TaskManager:
         """Disarm everything and end firings in progress (unload or stop)."""
         while self._unsubs:
             self._unsubs.pop()()
-        for armed in self._armed.values():
-            armed.cancel()
         self._armed.clear()
+        self._heap.clear()
+        if self._timer_unsub is not None:
+            self._timer_unsub()
+            self._timer_unsub = self._timer_at = None
+        for unsub in self._entity_unsubs.values():
+            unsub()
+        self._entity_unsubs.clear()
+        self._watchers.clear()
         running = list(self._running)
         for task in running:
             task.cancel()
@@ -399,10 +429,13 @@ class TaskManager:
 
     @callback
     def _disarm(self, task_id: int) -> None:
-        if (armed := self._armed.pop(task_id, None)) is not None:
-            armed.cancel()
+        armed = self._armed.pop(task_id, None)
+        if armed is not None and armed.entity_id is not None:
+            self._unwatch(armed.entity_id, task_id)
 
     def _timer(self, when: float, action: Callable[[], None]) -> CALLBACK_TYPE:
+        """Arm an HA timer of its own (rare: a record stored again)."""
+
         @callback
         def _due(_now: datetime) -> None:
             action()
@@ -412,30 +445,106 @@ class TaskManager:
         )
 
     @callback
+    def _at(self, armed: _Armed, task_id: int, what: Due, when: float) -> None:
+        """Make ``task_id`` do ``what`` at ``when`` (replacing an earlier one)."""
+        token = next(self._tokens)
+        armed.tokens[what] = token
+        heapq.heappush(self._heap, (when, token, task_id, what))
+        self._compact()
+        if self._timer_at is None or when < self._timer_at:
+            self._set_timer(when)
+
+    @callback
+    def _compact(self) -> None:
+        """Drop the entries of cancelled times once they outnumber the live ones.
+
+        A cancelled time stays in the heap until it comes up; made and
+        cancelled often, far ahead, they would pile up.
+        """
+        if len(self._heap) > 2 * len(self._armed) + 64:
+            self._heap = [entry for entry in self._heap if self._live(entry)]
+            heapq.heapify(self._heap)
+
+    @callback
+    def _set_timer(self, when: float) -> None:
+        if self._timer_unsub is not None:
+            self._timer_unsub()
+        self._timer_at = when
+        self._timer_unsub = async_track_point_in_utc_time(
+            self.hass, self._async_due, dt_util.utc_from_timestamp(when)
+        )
+
+    def _live(self, entry: tuple[float, int, int, Due]) -> bool:
+        _when, token, task_id, what = entry
+        armed = self._armed.get(task_id)
+        return armed is not None and armed.tokens.get(what) == token
+
+    @callback
+    def _async_due(self, now: datetime) -> None:
+        """Run every entry whose time came; arm the timer for the next one."""
+        self._timer_unsub = self._timer_at = None
+        stamp = max(now.timestamp(), time.time())
+        heap = self._heap
+        while heap and heap[0][0] <= stamp:
+            entry = heapq.heappop(heap)
+            if not self._live(entry):
+                continue
+            _when, _token, task_id, what = entry
+            armed = self._armed[task_id]
+            del armed.tokens[what]
+            self._dispatch(task_id, what, armed)
+        while heap and not self._live(heap[0]):
+            heapq.heappop(heap)
+        self._compact()
+        if self._heap:
+            self._set_timer(self._heap[0][0])
+
+    @callback
+    def _dispatch(self, task_id: int, what: Due, armed: _Armed) -> None:
+        if what is Due.FIRE:
+            self._spawn(self._async_fire(task_id), "task")
+        elif what is Due.HOLD:
+            self._spawn(self._async_fire(task_id, trigger="hold"), "task")
+        elif what is Due.LIMIT:
+            self._spawn(self._async_give_up(task_id), "task limit")
+        elif what is Due.EXPIRE:
+            self._spawn(self._async_expire_suspended(task_id), "task expiry")
+        else:
+            trigger = armed.retry_trigger
+            self._spawn(self._async_fire(task_id, trigger=trigger, late=True), "task")
+
+    @callback
+    def _watch(self, entity_id: str, task_id: int) -> None:
+        watchers = self._watchers.setdefault(entity_id, set())
+        if not watchers:
+            self._entity_unsubs[entity_id] = async_track_state_change_event(
+                self.hass, entity_id, self._async_entity_changed
+            )
+        watchers.add(task_id)
+
+    @callback
+    def _unwatch(self, entity_id: str, task_id: int) -> None:
+        watchers = self._watchers.get(entity_id)
+        if watchers is None:
+            return
+        watchers.discard(task_id)
+        if not watchers:
+            del self._watchers[entity_id]
+            if (unsub := self._entity_unsubs.pop(entity_id, None)) is not None:
+                unsub()
+
+    @callback
     def _arm(self, task: Task) -> None:
         armed = _Armed()
         self._armed[task.id] = armed
-        task_id = task.id
         if task.status == TaskStatus.SUSPENDED:
             expiry = task.created_at + self.confirmation_timeout
-            armed.unsubs.append(
-                self._timer(
-                    expiry,
-                    lambda: self._spawn(
-                        self._async_expire_suspended(task_id), "task expiry"
-                    ),
-                )
-            )
+            self._at(armed, task.id, Due.EXPIRE, expiry)
             return
         if task.status != TaskStatus.PENDING:
             return
         if task.fire_at is not None:
-            armed.unsubs.append(
-                self._timer(
-                    task.fire_at,
-                    lambda: self._spawn(self._async_fire(task_id), "task"),
-                )
-            )
+            self._at(armed, task.id, Due.FIRE, task.fire_at)
             return
         # A watch on a state.
         entity_id = task.entity_id or ""
@@ -446,21 +555,10 @@ class TaskManager:
         except WhenError:
             LOGGER.warning("Task %s has a condition that cannot be read", task.id)
             return
-
-        @callback
-        def _changed(event: Event[EventStateChangedData]) -> None:
-            self._async_state_changed(task_id, event)
-
-        armed.unsubs.append(
-            async_track_state_change_event(self.hass, entity_id, _changed)
-        )
+        armed.entity_id = entity_id
+        self._watch(entity_id, task.id)
         if task.until is not None:
-            armed.unsubs.append(
-                self._timer(
-                    task.until,
-                    lambda: self._spawn(self._async_give_up(task_id), "task limit"),
-                )
-            )
+            self._at(armed, task.id, Due.LIMIT, task.until)
         state = self.hass.states.get(entity_id)
         if (
             task.for_minutes
@@ -472,41 +570,57 @@ class TaskManager:
     @callback
     def _hold(self, task: Task, armed: _Armed, since: datetime) -> None:
         """Fire once the condition has held ``for_minutes`` since ``since``."""
-        if armed.hold is not None:
+        if Due.HOLD in armed.tokens:
             return
         due = since.timestamp() + 60.0 * float(task.for_minutes or 0)
-        task_id = task.id
-        armed.hold = self._timer(
-            max(due, time.time()),
-            lambda: self._spawn(self._async_fire(task_id, trigger="hold"), "task"),
-        )
+        self._at(armed, task.id, Due.HOLD, max(due, time.time()))
+
+    @callback
+    def _async_entity_changed(self, event: Event[EventStateChangedData]) -> None:
+        """Check the watches of one entity against its new state.
+
+        Called for every change of a watched entity: kept to a few dictionary
+        lookups per watch (the bench counts it).
+        """
+        watchers = self._watchers.get(event.data["entity_id"])
+        if not watchers:
+            return
+        new, old = event.data["new_state"], event.data["old_state"]
+        if new is not None and old is not None and new.state == old.state:
+            # Only attributes changed: no watch can change its mind.
+            return
+        armed_of, tasks = self._armed, self.tasks
+        for task_id in list(watchers):
+            task = tasks.get(task_id)
+            armed = armed_of.get(task_id)
+            if task is None or armed is None or armed.condition is None:
+                continue
+            self._async_state_changed(task, armed, armed.condition, new, old)
 
     @callback
     def _async_state_changed(
-        self, task_id: int, event: Event[EventStateChangedData]
+        self,
+        task: Task,
+        armed: _Armed,
+        condition: Condition,
+        new: State | None,
+        old: State | None,
     ) -> None:
-        task = self.tasks.get(task_id)
-        armed = self._armed.get(task_id)
-        if task is None or armed is None or armed.condition is None:
-            return
-        new, old = event.data["new_state"], event.data["old_state"]
         if new is None:
             if self._gone(task.entity_id or ""):
-                self._spawn(self._async_fail_watch(task_id), "task failed")
+                self._spawn(self._async_fail_watch(task.id), "task failed")
             return
-        if not armed.condition.matches(new.state):
-            if armed.hold is not None:
-                armed.hold()
-                armed.hold = None
+        if not condition.matches(new.state):
+            armed.tokens.pop(Due.HOLD, None)
             return
         if task.for_minutes:
             self._hold(task, armed, new.last_changed)
             return
-        if old is None or armed.condition.matches(old.state):
+        if old is None or condition.matches(old.state):
             # Still in the state (an attribute changed), or the entity came
             # back after a reload: not a change into the state.
             return
-        self._spawn(self._async_fire(task_id, trigger="state"), "task")
+        self._spawn(self._async_fire(task.id, trigger="state"), "task")
 
     @callback
     def _async_exposure(self) -> None:
@@ -519,15 +633,17 @@ class TaskManager:
             ):
                 self._spawn(self._async_fail_watch(task.id), "task failed")
 
-    def _unwatchable(self, entity_id: str) -> bool:
+    def _unwatchable(self, entity_id: str, *, thorough: bool = True) -> bool:
         """Tell whether a watched entity was removed or is hidden from the assistant.
 
         One that is registered but not set up yet (Home Assistant is starting,
-        or its integration reloads) only needs to stay exposed.
+        or its integration reloads) only needs to stay exposed. Not
+        ``thorough`` (at start, for many watches at once), a group's members
+        are not walked: the firing checks them.
         """
         if self._gone(entity_id):
             return True
-        if self.hass.states.get(entity_id) is None:
+        if not thorough or self.hass.states.get(entity_id) is None:
             return not async_should_expose(self.hass, ASSISTANT, entity_id)
         return not is_visible(self.hass, entity_id)
 
@@ -547,7 +663,14 @@ class TaskManager:
         # One update of the to-do list for the whole load, not one per task.
         self._quiet = True
         try:
+            later = []
             for task in tasks:
+                if self._as_stored(task, now):
+                    # Nothing happened to it while Home Assistant was down.
+                    self._keep(task)
+                else:
+                    later.append(task)
+            for task in later:
                 try:
                     await self._async_recover(task, now)
                 except sqlite3.Error:
@@ -557,6 +680,18 @@ class TaskManager:
         finally:
             self._quiet = False
         self._notify()
+
+    def _as_stored(self, task: Task, now: float) -> bool:
+        """Tell whether a stored task is simply armed again (the usual case)."""
+        if task.status == TaskStatus.SUSPENDED:
+            return task.created_at + self.confirmation_timeout > now
+        if task.status != TaskStatus.PENDING:
+            return False
+        if task.fire_at is not None:
+            return task.fire_at > now
+        return (task.until is None or task.until > now) and not self._unwatchable(
+            task.entity_id or "", thorough=False
+        )
 
     async def _async_recover(self, task: Task, now: float) -> None:
         if task.status == TaskStatus.RUNNING:
@@ -573,7 +708,9 @@ class TaskManager:
             self.tasks[task.id] = task
             await self._async_give_up(task.id)
             return
-        if task.kind == TaskKind.WATCH and self._unwatchable(task.entity_id or ""):
+        if task.kind == TaskKind.WATCH and self._unwatchable(
+            task.entity_id or "", thorough=False
+        ):
             self.tasks[task.id] = task
             await self._async_fail_watch(task.id)
             return
@@ -667,9 +804,10 @@ class TaskManager:
             # Settled, or a second trigger while it fires.
             return
         if trigger == "hold" and not self._still_holds(task):
-            armed = self._armed.get(task_id)
-            if armed is not None:
-                armed.hold = None
+            if (armed := self._armed.get(task_id)) is None or armed.entity_id is None:
+                # A retry (the watch was disarmed for it) found the condition
+                # over: the watch listens again.
+                self._keep(task)
             return
         self._firing.add(task_id)
         try:
@@ -708,28 +846,28 @@ class TaskManager:
         except sqlite3.Error as err:
             LOGGER.warning("Task %s could not start (%s); trying again", task_id, err)
             self._disarm(task_id)
-            armed = _Armed()
+            armed = _Armed(retry_trigger=trigger)
             self._armed[task_id] = armed
-            armed.unsubs.append(
-                self._timer(
-                    now + RETRY_DELAY.total_seconds(),
-                    lambda: self._spawn(
-                        self._async_fire(task_id, trigger=trigger, late=True), "task"
-                    ),
-                )
-            )
+            self._at(armed, task_id, Due.RETRY, now + RETRY_DELAY.total_seconds())
             return None
         return claimed
 
     def _still_holds(self, task: Task) -> bool:
-        armed = self._armed.get(task.id)
+        """Tell whether a watch's condition holds now (its hold timer came)."""
         state = self.hass.states.get(task.entity_id or "")
-        return (
-            armed is not None
-            and armed.condition is not None
-            and state is not None
-            and armed.condition.matches(state.state)
-        )
+        if state is None:
+            return False
+        armed = self._armed.get(task.id)
+        condition = armed.condition if armed is not None else None
+        if condition is None:
+            # A retried firing: the watch was disarmed for it.
+            try:
+                condition = parse_condition(
+                    task.condition or "", (task.entity_id or "").partition(".")[0]
+                )
+            except WhenError:
+                return False
+        return condition.matches(state.state)
 
     async def _async_finish(
         self, task: Task, firing: Firing, *, late: bool, announce: bool = True
