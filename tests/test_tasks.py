@@ -1501,3 +1501,32 @@ async def test_an_unloaded_entry_leaves_no_timer_or_listener_behind(
     texts = _texts_since(telegram, before)
     assert texts[0].startswith("⏰ Put out the bins\n(late")
     assert texts[1].startswith("👀 Garage!")
+
+
+async def test_two_watches_for_the_same_thing_and_one_cancelled(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Alice and Bob wait for the garage to open; Alice cancels: only Bob is told."""
+    entry = await _setup(hass, fake_ollama)
+    garage_open = [("watch", {"entity_id": GARAGE, "state": "open"})]
+    await _ask(telegram, fake_ollama, "Tell me when the garage opens", garage_open)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me when the garage opens",
+        garage_open,
+        chat_id=BOB_ID,
+    )
+    await _ask(telegram, fake_ollama, "No need", [("cancel_task", {"task_id": 1})])
+    assert [t.id for t in _manager(entry).open_tasks()] == [2]
+    alice = len(telegram.sent_messages(ALICE_ID))
+    bob = len(telegram.sent_messages(BOB_ID))
+    _set(hass, GARAGE, "open")
+    await telegram.wait_for_sent(bob + 1, chat_id=BOB_ID)
+    assert _texts_since(telegram, bob, BOB_ID)[0].startswith(
+        "👀 Garage Door (cover.garage_door) is now open."
+    )
+    await _quiet(hass)
+    assert _texts_since(telegram, alice) == []

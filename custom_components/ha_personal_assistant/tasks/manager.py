@@ -153,6 +153,11 @@ class Firing:
     fired: bool = True
 
 
+def _key(condition: Condition) -> str:
+    """Return what a condition waits for, as a key (equal conditions, one key)."""
+    return f"{condition.compare}|{condition.value}|{condition.number}"
+
+
 def _is_group(task: Task) -> bool:
     return task.chat_id is not None and task.chat_id < 0
 
@@ -193,8 +198,10 @@ class TaskManager:
         self._tokens = itertools.count(1)
         self._timer_unsub: CALLBACK_TYPE | None = None
         self._timer_at: float | None = None
-        # Watched entities: one state subscription each, for all its watches.
-        self._watchers: dict[str, set[int]] = {}
+        # Watched entities: one state subscription each, for all its watches,
+        # which are grouped by what they wait for (condition key: the
+        # condition and the tasks waiting for it).
+        self._watchers: dict[str, dict[str, tuple[Condition, set[int]]]] = {}
         self._entity_unsubs: dict[str, CALLBACK_TYPE] = {}
         self._unsubs: list[CALLBACK_TYPE] = []
         self._running: set[asyncio.Task[None]] = set()
@@ -431,7 +438,7 @@ class TaskManager:
     def _disarm(self, task_id: int) -> None:
         armed = self._armed.pop(task_id, None)
         if armed is not None and armed.entity_id is not None:
-            self._unwatch(armed.entity_id, task_id)
+            self._unwatch(armed.entity_id, armed.condition, task_id)
 
     def _timer(self, when: float, action: Callable[[], None]) -> CALLBACK_TYPE:
         """Arm an HA timer of its own (rare: a record stored again)."""
@@ -514,21 +521,27 @@ class TaskManager:
             self._spawn(self._async_fire(task_id, trigger=trigger, late=True), "task")
 
     @callback
-    def _watch(self, entity_id: str, task_id: int) -> None:
-        watchers = self._watchers.setdefault(entity_id, set())
-        if not watchers:
+    def _watch(self, entity_id: str, condition: Condition, task_id: int) -> None:
+        groups = self._watchers.setdefault(entity_id, {})
+        if not groups:
             self._entity_unsubs[entity_id] = async_track_state_change_event(
                 self.hass, entity_id, self._async_entity_changed
             )
-        watchers.add(task_id)
+        groups.setdefault(_key(condition), (condition, set()))[1].add(task_id)
 
     @callback
-    def _unwatch(self, entity_id: str, task_id: int) -> None:
-        watchers = self._watchers.get(entity_id)
-        if watchers is None:
+    def _unwatch(
+        self, entity_id: str, condition: Condition | None, task_id: int
+    ) -> None:
+        groups = self._watchers.get(entity_id)
+        if groups is None or condition is None:
             return
-        watchers.discard(task_id)
-        if not watchers:
+        key = _key(condition)
+        if (group := groups.get(key)) is not None:
+            group[1].discard(task_id)
+            if not group[1]:
+                del groups[key]
+        if not groups:
             del self._watchers[entity_id]
             if (unsub := self._entity_unsubs.pop(entity_id, None)) is not None:
                 unsub()
@@ -556,7 +569,7 @@ class TaskManager:
             LOGGER.warning("Task %s has a condition that cannot be read", task.id)
             return
         armed.entity_id = entity_id
-        self._watch(entity_id, task.id)
+        self._watch(entity_id, armed.condition, task.id)
         if task.until is not None:
             self._at(armed, task.id, Due.LIMIT, task.until)
         state = self.hass.states.get(entity_id)
@@ -579,23 +592,34 @@ class TaskManager:
     def _async_entity_changed(self, event: Event[EventStateChangedData]) -> None:
         """Check the watches of one entity against its new state.
 
-        Called for every change of a watched entity: kept to a few dictionary
-        lookups per watch (the bench counts it).
+        Called for every change of a watched entity: each condition is
+        checked once, and its watches only when it was met before or is now
+        (the bench counts this).
         """
-        watchers = self._watchers.get(event.data["entity_id"])
-        if not watchers:
+        groups = self._watchers.get(event.data["entity_id"])
+        if not groups:
             return
         new, old = event.data["new_state"], event.data["old_state"]
         if new is not None and old is not None and new.state == old.state:
             # Only attributes changed: no watch can change its mind.
             return
         armed_of, tasks = self._armed, self.tasks
-        for task_id in list(watchers):
-            task = tasks.get(task_id)
-            armed = armed_of.get(task_id)
-            if task is None or armed is None or armed.condition is None:
+        for condition, task_ids in list(groups.values()):
+            if (
+                new is not None
+                and old is not None
+                and not condition.matches(new.state)
+                and not condition.matches(old.state)
+            ):
+                # Neither before nor now: nothing to fire, and no hold to
+                # end (a hold exists only while the condition is met).
                 continue
-            self._async_state_changed(task, armed, armed.condition, new, old)
+            for task_id in list(task_ids):
+                task = tasks.get(task_id)
+                armed = armed_of.get(task_id)
+                if task is None or armed is None or armed.condition is None:
+                    continue
+                self._async_state_changed(task, armed, armed.condition, new, old)
 
     @callback
     def _async_state_changed(
