@@ -10,7 +10,10 @@ importing ours here makes HA load this repository's integration instead of the
 # ruff: noqa: I001 -- the import order below is the point of this module.
 import custom_components  # noqa: F401
 
+from collections.abc import Iterator  # noqa: TC003 - pytest reads the hint
+
 import pytest
+from homeassistant import block_async_io
 
 from .fake_ollama import FakeOllama, fake_ollama
 from .telegram_harness import (
@@ -31,6 +34,24 @@ __all__ = [
     "telegram_api",
     "telegram_chat_ids",
 ]
+
+
+# Home Assistant's detector of blocking calls in the event loop, as a real
+# instance runs it (the test plugin leaves it off).
+if not block_async_io._BLOCKED_CALLS.calls:
+    block_async_io.enable()
+
+
+@pytest.fixture(autouse=True)
+def fail_on_blocking_calls(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail any test during which HA reports a blocking call in the event loop."""
+    yield
+    reports = [
+        record.getMessage()
+        for record in caplog.get_records("call")
+        if "Detected blocking call" in record.getMessage()
+    ]
+    assert not reports, reports[0]
 
 
 @pytest.fixture(autouse=True)

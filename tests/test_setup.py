@@ -223,3 +223,44 @@ async def test_a_corrupt_database_is_replaced_and_reported(
     fake_ollama.reply("Still here.")
     await telegram.send_text("Hello")
     assert (await telegram.wait_for_sent(1))[0]["text"] == "Still here."
+
+
+async def test_removing_the_last_entry_deletes_its_data_but_not_the_documents(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """The databases go with the last entry; the household's own files stay."""
+    await async_setup_house(hass)
+    first = await async_setup_assistant(hass, fake_ollama)
+    folder = Path(hass.config.path(STORAGE_DIR))
+    documents = folder / "documents"
+
+    def add_document() -> None:
+        documents.mkdir(exist_ok=True)
+        (documents / "manual.md").write_text("The boiler manual.", encoding="utf-8")
+
+    await hass.async_add_executor_job(add_document)
+    second = MockConfigEntry(
+        domain=DOMAIN,
+        title="second",
+        unique_id="http://192.0.2.1:11434",
+        data=dict(first.data),
+        options=dict(first.options),
+    )
+    second.add_to_hass(hass)
+    fake_ollama.reply("Hi.")
+    await telegram.send_text("Hello")
+    await telegram.wait_for_sent(1)
+
+    def names() -> set[str]:
+        return {path.name for path in folder.iterdir()} if folder.exists() else set()
+
+    # Another entry remains: nothing is deleted.
+    assert await hass.config_entries.async_remove(second.entry_id)
+    assert {DATABASE_FILE, CHECKPOINT_FILE} <= await hass.async_add_executor_job(names)
+    assert await hass.config_entries.async_remove(first.entry_id)
+    await hass.async_block_till_done()
+    left = await hass.async_add_executor_job(names)
+    assert left == {"documents"}
+    assert await hass.async_add_executor_job(
+        (documents / "manual.md").read_text, "utf-8"
+    ) == ("The boiler manual.")

@@ -11,6 +11,7 @@ import pytest
 
 from custom_components.ha_personal_assistant.const import (
     CONF_ALLOWED_USER_IDS,
+    CONF_NUM_PREDICT,
     CONF_USER_MAPPING,
     TELEGRAM_MESSAGE_LIMIT,
 )
@@ -209,6 +210,12 @@ async def test_a_long_answer_is_split_into_telegram_sized_parts(
     fake_ollama: FakeOllama,
 ) -> None:
     """Nothing of a long answer is lost and every part fits Telegram's limit."""
+    # An answer this long needs a larger output cap than the default.
+    hass.config_entries.async_update_entry(
+        assistant, options={**assistant.options, CONF_NUM_PREDICT: 8192}
+    )
+    assert await hass.config_entries.async_reload(assistant.entry_id)
+    await hass.async_block_till_done()
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(8)]
     fake_ollama.reply("\n\n".join(paragraphs))
     await telegram.send_text("Tell me a long story")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
@@ -13,7 +14,14 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
-from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
+from .const import (
+    CHECKPOINT_FILE,
+    CONF_MODEL,
+    CONF_OLLAMA_URL,
+    DATABASE_FILE,
+    DOMAIN,
+    LOGGER,
+)
 from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
@@ -23,9 +31,12 @@ from .store.shared import (
     async_acquire_storage,
     async_release_storage,
     async_shutdown_storage,
+    storage_dir,
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from homeassistant.core import Event, HomeAssistant
     from homeassistant.helpers.typing import ConfigType
 
@@ -148,7 +159,33 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue; with the last entry, the HA user it acted as."""
+    """Drop the entry's repair issue; with the last entry, the user and the data.
+
+    Removing the last Personal Assistant entry deletes what the integration
+    wrote: its two databases (conversations, profiles, pending confirmations,
+    logs, the document index), their journals and any damaged copies it set
+    aside, and the Home Assistant user it acted as. The documents folder holds
+    the household's own files: it is kept (and the folder with it).
+    """
     async_delete_policy_issue(hass, entry.entry_id)
     if not hass.config_entries.async_entries(DOMAIN):
         await async_remove_acting_user(hass)
+        removed = await hass.async_add_executor_job(remove_data, storage_dir(hass))
+        LOGGER.info("Removed the assistant's data: %s", ", ".join(removed) or "none")
+
+
+def remove_data(folder: Path) -> list[str]:
+    """Delete the integration's own files in ``folder``; blocking (executor)."""
+    removed: list[str] = []
+    if not folder.is_dir():
+        return removed
+    for database in (DATABASE_FILE, CHECKPOINT_FILE):
+        for path in sorted(folder.glob(f"{database}*")):
+            # The file, its -wal and -shm journals and .corrupt-<time> copies.
+            if path.is_file():
+                path.unlink()
+                removed.append(path.name)
+    with contextlib.suppress(OSError):
+        # Only when nothing of the household's is left in it.
+        folder.rmdir()
+    return removed

@@ -69,6 +69,8 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine
 
     from homeassistant.core import HomeAssistant
+    from langchain_core.messages import AIMessage, AnyMessage
+    from langchain_core.runnables import Runnable
 
     from .data import PersonalAssistantConfigEntry
     from .store.shared import SharedStorage
@@ -105,6 +107,38 @@ def build_chat_model(  # noqa: PLR0913 - the model's settings
     )
 
 
+def _bound_models(
+    entry: PersonalAssistantConfigEntry,
+    options: dict[str, Any],
+    schemas: list[dict[str, Any]],
+) -> tuple[
+    Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
+]:
+    """Return the chat model and the background model, tools bound; blocking.
+
+    httpx builds its clients and bind_tools imports LangChain's converters on
+    first use: both run in the executor, never on the event loop. Summaries
+    and learning use the same model, settings and tools (the same cached
+    prefix on the server) with a smaller output cap.
+    """
+    settings: dict[str, Any] = {
+        "num_ctx": int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
+        "keep_alive": int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        "timeout": float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
+    }
+    url, name = entry.data[CONF_OLLAMA_URL], entry.data[CONF_MODEL]
+    chat = build_chat_model(
+        url,
+        name,
+        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+        **settings,
+    )
+    background = build_chat_model(
+        url, name, num_predict=BACKGROUND_NUM_PREDICT, **settings
+    )
+    return bind_model(chat, schemas), bind_model(background, schemas)
+
+
 async def async_build(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
 ) -> PersonalAssistantData:
@@ -112,27 +146,6 @@ async def async_build(
     options: dict[str, Any] = dict(entry.options)
     num_ctx = int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX))
     request_timeout = float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT))
-    keep_alive = int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE))
-    chat_model = await storage.executor.run(
-        build_chat_model,
-        entry.data[CONF_OLLAMA_URL],
-        entry.data[CONF_MODEL],
-        num_ctx=num_ctx,
-        keep_alive=keep_alive,
-        timeout=request_timeout,
-        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
-    )
-    # Summaries and learning: the same model, settings and tools (the same
-    # cached prefix on the server), a smaller output cap.
-    background_model = await storage.executor.run(
-        build_chat_model,
-        entry.data[CONF_OLLAMA_URL],
-        entry.data[CONF_MODEL],
-        num_ctx=num_ctx,
-        keep_alive=keep_alive,
-        timeout=request_timeout,
-        num_predict=BACKGROUND_NUM_PREDICT,
-    )
     # Profiles live in the shared database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
     memory = ProfileMemory(storage.database)
@@ -155,10 +168,13 @@ async def async_build(
         disabled=disabled,
     )
     policy = Policy.from_options(options)
+    bound, bound_background = await storage.executor.run(
+        _bound_models, entry, options, registry.schemas()
+    )
     assistant = Assistant(
         hass,
         graph=build_graph(storage.checkpoints.saver),
-        model=bind_model(chat_model, registry.schemas()),
+        model=bound,
         registry=registry,
         database=storage.database,
         checkpoints=storage.checkpoints,
@@ -173,7 +189,7 @@ async def async_build(
         executor=storage.executor,
         scheduler=storage.scheduler,
     )
-    assistant.background_model = bind_model(background_model, registry.schemas())
+    assistant.background_model = bound_background
     confirmations = ConfirmationManager(
         hass,
         storage.database,
