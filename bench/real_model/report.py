@@ -103,11 +103,14 @@ def _request_line(index: int, request: dict[str, Any], cap: int) -> str:
         )
     if request["error"]:
         what.append(f"ERROR {request['error'][:60]}")
+    rewrote = request.get("rewrote", "")
+    # Where the prompt changed bytes the server had cached (not only added).
+    broke = f"\n           cache broke at: {repr(rewrote)[1:-1]}" if rewrote else ""
     return (
         f"        {index}: prompt {request['prompt_tokens']:5d} = cached "
         f"{request['cache_n']:5d} + evaluated {request['prompt_n']:5d}; generated "
         f"{request['predicted_n']:4d}; {request['seconds']:5.1f} s"
-        f"{'  (' + '; '.join(what) + ')' if what else ''}"
+        f"{'  (' + '; '.join(what) + ')' if what else ''}{broke}"
     )
 
 
@@ -154,8 +157,10 @@ def print_run(title: str, run: Run) -> None:
             )
         for request in step["background"]:
             when = "DURING the turn" if request["during_turn"] else "after the reply"
+            system = " ".join(request["system"].split()[:4])
             print(
-                f"      background, {when}: prompt {request['prompt_tokens']} = cached "
+                f"      background ({system}…), {when}: prompt"
+                f" {request['prompt_tokens']} = cached "
                 f"{request['cache_n']} + evaluated {request['prompt_n']}; generated "
                 f"{request['predicted_n']}; {request['seconds']:.1f} s"
             )

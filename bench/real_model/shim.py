@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 import uuid
@@ -94,6 +95,13 @@ class ChatRecord:
     last_user: str = ""
     system: str = ""
     error: str = ""
+    # Where the prompt stopped matching what the server's one slot held (the
+    # previous prompt and its generated text), when it changed earlier bytes
+    # instead of only adding to them: the characters around the break, the
+    # break marked with "⟨|⟩". Empty when the prompt only grew.
+    rewrote: str = ""
+    # The rendered prompt, for looking into a figure afterwards.
+    prompt: str = ""
 
     @property
     def prompt_tokens(self) -> int:
@@ -180,6 +188,17 @@ def parse_tool_calls(text: str) -> tuple[str, list[JsonDict]]:
     return (rest.strip() if calls else text), calls
 
 
+def _rewrite(held: str, prompt: str, width: int = 70) -> str:
+    """Show where ``prompt`` departs from ``held``, unless it only extends it."""
+    # Character by character on purpose: these are texts, not paths.
+    common = len(os.path.commonprefix([held, prompt]))  # noqa: RUF071
+    if common >= len(held) or not held:
+        return ""
+    before = prompt[max(0, common - width) : common]
+    after = prompt[common : common + width]
+    return f"{before}⟨|⟩{after}"
+
+
 def _before_tool_call(text: str) -> str:
     """Return the part of ``text`` that cannot be the start of a tool call."""
     index = text.find(_TOOL_OPEN)
@@ -213,6 +232,8 @@ class OllamaShim:
         self._forced: deque[list[tuple[str, JsonDict]] | str] = deque()
         # The tools of the latest request that had any (the prompt's prefix).
         self.tools_seen: list[JsonDict] | None = None
+        # What the server's one slot holds: the last prompt and its output.
+        self._slot_text = ""
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._port: int | None = None
@@ -468,7 +489,8 @@ class OllamaShim:
             record.capped = True
         try:
             prompt = await self.render(to_openai_messages(messages), tools)
-            completion["prompt"] = prompt
+            completion["prompt"] = record.prompt = prompt
+            record.rewrote = _rewrite(self._slot_text, prompt)
             if forced is not None:
                 if isinstance(forced, str):
                     text, record.forced = forced, ["reply"]
@@ -525,6 +547,7 @@ class OllamaShim:
     def _finish(
         self, record: ChatRecord, final: JsonDict, text: str
     ) -> tuple[str, list[JsonDict]]:
+        self._slot_text = record.prompt + text
         timings = final.get("timings") or {}
         record.prompt_n = int(timings.get("prompt_n", 0))
         record.cache_n = int(timings.get("cache_n", 0))
