@@ -249,7 +249,11 @@ class OllamaShim:
     async def start(self) -> str:
         """Serve on a free port of 127.0.0.1; return the URL."""
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=None, sock_read=900)
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=900),
+            # A new connection per request: llama-server closes idle kept-alive
+            # connections after a few seconds, and a POST on one it just
+            # closed fails ("Server disconnected") instead of being retried.
+            connector=aiohttp.TCPConnector(force_close=True),
         )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/", self._root)
