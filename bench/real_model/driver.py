@@ -229,9 +229,9 @@ async def _async_step(
     unused = shim.forced_pending()
     shim.clear_forced()
     records = shim.records[first_record:]
-    # The turn's requests carry the tools (the agent always binds them) and
-    # start before the reply; summaries and learning carry none.
-    turn = [r for r in records if r.started <= ended and r.tools]
+    # The turn's requests start before the reply; summaries and learning are
+    # told apart by the shim (no tools, or a final request marker).
+    turn = [r for r in records if r.started <= ended and not r.background]
     background = [r for r in records if r not in turn]
     return {
         "kind": step.kind,

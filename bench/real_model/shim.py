@@ -58,6 +58,7 @@ DEFAULT_SEED: Final = 42
 # Ollama generates until the model stops (or the window is full) when no
 # num_predict is given; the bench caps such requests and reports every cap.
 DEFAULT_CAP: Final = 256
+BACKGROUND_MARKERS: Final = ("[Summary request", "[Learning request")
 _STOP: Final = ["<|im_end|>", "<|im_start|>"]
 _TOOL_CALL_RE: Final = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _TOOL_OPEN: Final = "<tool_call>"
@@ -74,6 +75,10 @@ class ChatRecord:
     started: float
     seconds: float = 0.0
     tools: bool = False
+    # A summary or learning request: old layouts send them without tools,
+    # newer ones with the chat's own tools (the same cached prefix) and a
+    # final "[Summary request" / "[Learning request" message.
+    background: bool = False
     stream: bool = True
     messages: int = 0
     forced: list[str] = field(default_factory=list)
@@ -473,7 +478,14 @@ class OllamaShim:
             "",
         )
         record.num_ctx = options.get("num_ctx")
-        forced = self._forced.popleft() if tools and self._forced else None
+        record.background = not tools or record.last_user.startswith(
+            BACKGROUND_MARKERS
+        )
+        forced = (
+            self._forced.popleft()
+            if tools and not record.background and self._forced
+            else None
+        )
         completion: JsonDict = {
             "cache_prompt": True,
             "stop": _STOP,
