@@ -769,7 +769,23 @@ class ContextAssembler:
         )
         shown = _last_shown(history_text)
         known = set(history_text.splitlines())
-        parts = list(turn.header)
+        # The date and the home once per conversation (until they change or
+        # leave the prompt), the time every message, who is asking when it
+        # is not the same person as last time.
+        last_user = next(
+            (
+                line
+                for line in reversed(history_text.splitlines())
+                if line.startswith("User: ")
+            ),
+            None,
+        )
+        parts = [
+            line
+            for line in turn.header
+            if not (line.startswith("Date: ") and line in known)
+            and not (line.startswith("User: ") and line == last_user)
+        ]
         parts.extend(line for line in turn.session if line not in known)
         profile = [
             line
@@ -978,9 +994,13 @@ def _message_cost(counter: TokenCounter) -> Callable[[AnyMessage], int]:
 
 
 def describe_moment(_hass: HomeAssistant, user_name: str | None) -> list[str]:
-    """Return the lines every message carries: the time and who is asking."""
+    """Return the lines of a message's header: date, time and who is asking.
+
+    The date and the user are repeated only when they change (see
+    ContextAssembler._live); the time comes with every message.
+    """
     now = dt_util.now()
-    lines = [f"Time: {now:%Y-%m-%d %H:%M} ({now:%A})"]
+    lines = [f"Date: {now:%Y-%m-%d} ({now:%A})", f"Time: {now:%H:%M}"]
     if user_name:
         lines.append(f"User: {_one_line(user_name)}")
     return lines
