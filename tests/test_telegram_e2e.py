@@ -197,8 +197,11 @@ async def test_get_state_and_list_entities_see_only_exposed_entities(
     await telegram.send_text("What lights are there?")
     await telegram.wait_for_sent(1)
     listed, lock, hidden = tool_results(fake_ollama.chat_requests[-1])
-    ids = [e["entity_id"] for e in json.loads(listed)["entities"]]
-    assert ids == ["light.bed_light", "light.kitchen_lights"]
+    ids = [e.split(" | ")[0] for e in json.loads(listed)["entities"]]
+    # The lights that are on first, then those that are off.
+    assert sorted(ids) == ["light.bed_light", "light.kitchen_lights"]
+    states = [e.split(" | ")[2] for e in json.loads(listed)["entities"]]
+    assert states == sorted(states, key=lambda state: state == "off")
     assert json.loads(lock)["state"] == hass.states.get("lock.front_door").state
     assert "not an entity you can see" in hidden
 

@@ -429,9 +429,14 @@ class EntityIndex:
         visible = exposed_states(hass) if states is None else states
         self._refresh(hass, visible, domain_names or {})
         kinds: dict[str, set[int]] = {}
+        # Each word of the entity's own name the message uses counts: "front
+        # door" ranks the front door above the back door.
+        name_words: dict[str, int] = {}
         for keyword in self._keywords.found(message):
             for entity_id, score in self._by_keyword.get(keyword, ()):
                 kinds.setdefault(entity_id, set()).add(score)
+                if score == NAME_SCORE:
+                    name_words[entity_id] = name_words.get(entity_id, 0) + 1
         always: list[EntityLine] = []
         relevant: list[EntityLine] = []
         rest: list[EntityLine] = []
@@ -442,8 +447,11 @@ class EntityIndex:
                 cached = (state, *self._line(state))
                 lines[state.entity_id] = cached
             _state, text, is_always, short = cached
-            # Each kind of match counts once: "kitchen light" beats "light".
+            # Each kind of match counts once ("kitchen light" beats "light"),
+            # and each further word of the name once more.
             score = sum(kinds[state.entity_id]) if state.entity_id in kinds else 0
+            if (extra := name_words.get(state.entity_id, 0) - 1) > 0:
+                score += NAME_SCORE * extra
             line = EntityLine(state.entity_id, text, score, is_always, short=short)
             if is_always:
                 always.append(line)
@@ -573,8 +581,10 @@ TRIM_TO: Final = 0.5
 # Past this share of its room, a background summary of the older half is
 # written (after the reply, when the chats are quiet), ready for the trim.
 SUMMARIZE_AT: Final = 0.7
-# When not every changed state fits, at most this many matched ones are shown.
-MAX_LIVE_ENTITIES: Final = 15
+# When not every changed state fits, at most this many matched ones are
+# shown: those scoring at least this share of the best match.
+MAX_LIVE_ENTITIES: Final = 10
+BEST_SHARE: Final = 0.75
 # The catalogue (ids, names, areas) may take this share of the request limit.
 CATALOGUE_SHARE: Final = 0.2
 CATALOGUE_HEADER: Final = "Entities you can see (entity_id | name | area):"
@@ -823,9 +833,14 @@ class ContextAssembler:
         if granted["entities"] >= demands["entities"]:
             entities = changed
         else:
-            entities = [line for line in changed if line.always or line.score][
-                :MAX_LIVE_ENTITIES
-            ]
+            # Not everything fits: the entities the message names best (ties
+            # and near ties of the best score), and who is home.
+            best = max((line.score for line in turn.entities), default=0)
+            entities = [
+                line
+                for line in changed
+                if line.always or (line.score and line.score >= best * BEST_SHARE)
+            ][:MAX_LIVE_ENTITIES]
         entity_lines = _fit_lines(
             (entity_text(line) for line in entities),
             granted["entities"] - counter.count(ENTITIES_HEADER),
