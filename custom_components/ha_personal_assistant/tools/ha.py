@@ -53,7 +53,7 @@ FENCED_VALUE: Final = "(outside text: see the data below)"
 SERVICE_CALL_TIMEOUT: Final = 30  # seconds
 # A list is read by the model in full: at most this many lines (about 12
 # tokens each), the active ones first; the rest is counted.
-MAX_LISTED_ENTITIES: Final = 40
+MAX_LISTED_ENTITIES: Final = 20
 LIST_FORMAT: Final = "entity_id | name | state | area"
 # States in which a device is at rest: listed after the others, so "which
 # lights are on?" finds its answer within the first lines of a big house.
