@@ -11,6 +11,7 @@ import pytest
 
 from custom_components.ha_personal_assistant.const import (
     CONF_ALLOWED_USER_IDS,
+    CONF_NUM_PREDICT,
     CONF_USER_MAPPING,
     TELEGRAM_MESSAGE_LIMIT,
 )
@@ -204,11 +205,13 @@ async def test_get_state_and_list_entities_see_only_exposed_entities(
 
 async def test_a_long_answer_is_split_into_telegram_sized_parts(
     hass: HomeAssistant,
-    assistant: MockConfigEntry,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
     """Nothing of a long answer is lost and every part fits Telegram's limit."""
+    await async_setup_house(hass)
+    # Room for the whole answer: the fake Ollama stops at num_predict words.
+    await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_PREDICT: 4096})
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(8)]
     fake_ollama.reply("\n\n".join(paragraphs))
     await telegram.send_text("Tell me a long story")
