@@ -71,6 +71,7 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
         "get_state",
         "list_entities",
         "call_service",
+        "get_history",
         "web_search",
         "remember",
         "forget",
