@@ -57,7 +57,7 @@ MAX_HOURS: Final = 168.0
 # high): about 7 % of the default 8192-token context.
 MAX_RESULT_TOKENS: Final = 600
 # Changes looked at for the list, newest first; the token cap cuts sooner.
-MAX_LISTED: Final = 200
+MAX_LISTED: Final = 100
 # A free-text value is shown this long at most.
 MAX_TEXT_CHARS: Final = 100
 # Time in each state is listed for entities with at most this many states.
