@@ -71,6 +71,7 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
         "get_state",
         "list_entities",
         "call_service",
+        "get_history",
         "web_search",
         "remember",
         "forget",
@@ -208,17 +209,13 @@ async def test_get_state_and_list_entities_see_only_exposed_entities(
 
 async def test_a_long_answer_is_split_into_telegram_sized_parts(
     hass: HomeAssistant,
-    assistant: MockConfigEntry,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
     """Nothing of a long answer is lost and every part fits Telegram's limit."""
-    # An answer this long needs a larger output cap than the default.
-    hass.config_entries.async_update_entry(
-        assistant, options={**assistant.options, CONF_NUM_PREDICT: 8192}
-    )
-    assert await hass.config_entries.async_reload(assistant.entry_id)
-    await hass.async_block_till_done()
+    await async_setup_house(hass)
+    # Room for the whole answer: the fake Ollama stops at num_predict words.
+    await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_PREDICT: 4096})
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(8)]
     fake_ollama.reply("\n\n".join(paragraphs))
     await telegram.send_text("Tell me a long story")

@@ -52,6 +52,7 @@ from .store.vectors import VectorStore
 from .telegram import TelegramGateway
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
+from .tools.history import HISTORY_TOOLS
 from .tools.memory import memory_tools
 from .tools.registry import ToolRegistry
 from .tools.web import WEB_SEARCH_OFF, web_tools
@@ -161,6 +162,7 @@ async def async_build(
     registry = ToolRegistry(
         [
             *HA_TOOLS,
+            *HISTORY_TOOLS,
             *(web_tools(storage.executor) if web_on else ()),
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
