@@ -830,17 +830,11 @@ class ContextAssembler:
             + (counter.count(PROFILE_HEADER) if profile else 0),
         }
         granted = share_out(max(0, allowance - header_cost), demands)
-        if granted["entities"] >= demands["entities"]:
-            entities = changed
-        else:
-            # Not everything fits: the entities the message names best (ties
-            # and near ties of the best score), and who is home.
-            best = max((line.score for line in turn.entities), default=0)
-            entities = [
-                line
-                for line in changed
-                if line.always or (line.score and line.score >= best * BEST_SHARE)
-            ][:MAX_LIVE_ENTITIES]
+        entities = (
+            changed
+            if granted["entities"] >= demands["entities"]
+            else _best_named(changed, turn.entities)
+        )
         entity_lines = _fit_lines(
             (entity_text(line) for line in entities),
             granted["entities"] - counter.count(ENTITIES_HEADER),
@@ -929,6 +923,28 @@ class ContextAssembler:
             untrusted=sources_of(rendered),
             raw_tokens=math.ceil(tokens / counter.correction),
         )
+
+
+def _best_named(
+    changed: Sequence[EntityLine], entities: Sequence[EntityLine]
+) -> list[EntityLine]:
+    """Return the lines worth sending when not every changed state fits.
+
+    Who is home, and the entities the message names best (ties and near ties
+    of the best score). A word for the device type alone ("which lights are
+    on?") names no entity in particular: when it matches more than a few,
+    list_entities answers that in full, better than the first few here.
+    """
+    best = max((line.score for line in entities), default=0)
+    named = [
+        line
+        for line in changed
+        if not line.always and line.score and line.score >= best * BEST_SHARE
+    ]
+    if best <= DOMAIN_SCORE and len(named) > MAX_LIVE_ENTITIES:
+        named = []
+    always = [line for line in changed if line.always]
+    return [*always, *named][:MAX_LIVE_ENTITIES]
 
 
 def _document_messages(query: str, documents: Sequence[str]) -> list[AnyMessage]:
