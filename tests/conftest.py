@@ -13,6 +13,7 @@ import custom_components  # noqa: F401
 import pytest
 
 from .fake_ollama import FakeOllama, fake_ollama
+from .restart import Restarter, restarter
 from .telegram_harness import (
     TelegramHarness,
     telegram,
@@ -25,8 +26,10 @@ from .telegram_harness import (
 
 __all__ = [
     "FakeOllama",
+    "Restarter",
     "TelegramHarness",
     "fake_ollama",
+    "restarter",
     "telegram",
     "telegram_api",
     "telegram_chat_ids",
