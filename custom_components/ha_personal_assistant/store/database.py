@@ -340,9 +340,14 @@ class Database:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=OPEN_TIMEOUT)
-        for pragma in WAL_PRAGMAS:
-            conn.execute(pragma)
-        conn.execute("PRAGMA foreign_keys=ON")
+        try:
+            # The first statement is where a damaged or locked file fails.
+            for pragma in WAL_PRAGMAS:
+                conn.execute(pragma)
+            conn.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @staticmethod
@@ -381,7 +386,11 @@ class Database:
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             self.recreated_from = aside
             conn = self._connect()
-            self._migrate(conn)
+            try:
+                self._migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
         self._conn = conn
 
     @staticmethod
