@@ -901,12 +901,14 @@ class TelegramGateway:
             chats.setdefault((message.bot_entry_id, message.chat_id), []).append(
                 _quote(message.text)
             )
-        for (bot_entry_id, chat_id), quotes in chats.items():
+        if chats:
             LOGGER.info(
-                "Telling chat %s that %s message(s) were not answered before a stop",
-                chat_id,
-                len(quotes),
+                "%s message(s) in %s chat(s) were not answered before the last "
+                "stop; telling their senders",
+                len(messages),
+                len(chats),
             )
+        for (bot_entry_id, chat_id), quotes in chats.items():
             text = REPLY_INTERRUPTED.format(
                 messages=(
                     f"your message {quotes[0]}"
