@@ -19,6 +19,7 @@ import pytest
 
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.memory import learner as learner_module
+from custom_components.ha_personal_assistant.telegram import TelegramGateway
 
 from .common import (
     async_setup_assistant,
@@ -266,4 +267,34 @@ async def test_a_half_embedded_document_is_finished_after_start_once(
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     # The fence joins words with a random mark.
     result = tool_results(fake_ollama.chat_requests[-1])[-1]
-    assert re.search(r"drawer\W598\.", result)
+    assert re.search(r"drawer\D598\.", result)
+
+
+async def test_a_stop_right_after_the_answer_reports_nothing(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    restarter: Restarter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answer is out, its message is being crossed off when HA stops: no note."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    crossing_off = asyncio.Event()
+    forget = TelegramGateway._async_forget
+
+    async def slow_forget(gateway: TelegramGateway, in_flight: int) -> None:
+        crossing_off.set()
+        await asyncio.sleep(0.3)
+        await forget(gateway, in_flight)
+
+    monkeypatch.setattr(TelegramGateway, "_async_forget", slow_forget)
+    fake_ollama.reply("Sunny.")
+    await telegram.send_text("What's the weather like?")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await crossing_off.wait()
+    hass, telegram, entry = await restarter.restart(hass, telegram, entry)
+    await asyncio.sleep(0.5)
+    await hass.async_block_till_done()
+    assert [m["text"] for m in telegram.sent_messages(ALICE_ID)] == ["Sunny."]
+    assert _rows(entry, "SELECT id FROM telegram_in_flight") == []

@@ -632,19 +632,20 @@ class TelegramGateway:
                     LOGGER.debug("Ignoring message %s seen before", incoming.message_id)
                     continue
                 try:
-                    await self._async_handle(incoming)
+                    await self._async_handle(incoming, in_flight)
                 except asyncio.CancelledError:
-                    # Stopping: the message stays in flight, reported at start.
+                    # Stopping before the answer went out: the message stays
+                    # in flight, and the next start tells its sender.
                     raise
                 except sqlite3.Error as err:
                     # A command that needs the database (/new, /confirm, ...)
                     # while it is locked or full: nothing was done.
                     LOGGER.debug("Storage unavailable for a command: %s", err)
                     await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
+                    await self._async_answered(in_flight)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
                     await self._async_send(incoming, REPLY_INTERNAL_ERROR)
-                if in_flight is not None:
                     await self._async_answered(in_flight)
         finally:
             if self._workers.get(key) is asyncio.current_task():
@@ -652,9 +653,11 @@ class TelegramGateway:
             if queue.empty() and self._queues.get(key) is queue:
                 del self._queues[key]
 
-    async def _async_handle(self, incoming: Incoming) -> None:
+    async def _async_handle(self, incoming: Incoming, in_flight: int | None) -> None:
+        """Answer a message; its in-flight row goes as soon as the answer is out."""
         if incoming.command is not None:
             await self._async_command(incoming)
+            await self._async_answered(in_flight)
             return
         started = time.monotonic()
         speaker = Speaker(
@@ -684,6 +687,7 @@ class TelegramGateway:
             # Never a Confirm button for someone who may not act (the tools
             # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        await self._async_answered(in_flight)
         self.assistant.stats.async_record_result("telegram", result, self.last_latency)
         # Only now: summaries and learning must never delay the reply.
         self.assistant.async_after_reply(result)
@@ -878,8 +882,25 @@ class TelegramGateway:
             LOGGER.debug("Could not record message %s: %s", incoming.message_id, err)
             return True, None
 
-    async def _async_answered(self, in_flight: int) -> None:
-        """Forget a message's in-flight row once it was answered."""
+    async def _async_answered(self, in_flight: int | None) -> None:
+        """Forget a message's in-flight row once it was answered.
+
+        Right after the answer went out, and not cut short by a stop or an
+        unload that comes meanwhile (it is one short write): an answered
+        message must not be reported as unanswered after the start.
+        """
+        if in_flight is None:
+            return
+        done = self.hass.async_create_task(
+            self._async_forget(in_flight), "ha_personal_assistant answered"
+        )
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await done
+            raise
+
+    async def _async_forget(self, in_flight: int) -> None:
         try:
             await self.assistant.database.async_answered(in_flight)
         except sqlite3.Error as err:
