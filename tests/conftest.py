@@ -16,6 +16,7 @@ import pytest
 from homeassistant import block_async_io
 
 from .fake_ollama import FakeOllama, fake_ollama
+from .restart import Restarter, restarter
 from .telegram_harness import (
     TelegramHarness,
     telegram,
@@ -28,8 +29,10 @@ from .telegram_harness import (
 
 __all__ = [
     "FakeOllama",
+    "Restarter",
     "TelegramHarness",
     "fake_ollama",
+    "restarter",
     "telegram",
     "telegram_api",
     "telegram_chat_ids",

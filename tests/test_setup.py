@@ -21,7 +21,7 @@ from custom_components.ha_personal_assistant.const import (
     STORAGE_DIR,
 )
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, errors_logged
 
 if TYPE_CHECKING:
     import pytest
@@ -94,6 +94,71 @@ async def test_unload_cancels_a_turn_in_flight(
     async with asyncio.timeout(5):
         assert await hass.config_entries.async_unload(entry.entry_id)
     assert entry.state is ConfigEntryState.NOT_LOADED
+
+
+def _our_tasks() -> list[asyncio.Task[object]]:
+    """Return the integration's tasks that have not finished."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if not task.done()
+        and (
+            task.get_name().startswith("ha_personal_assistant")
+            or "ha_personal_assistant" in str(task.get_coro())
+        )
+    ]
+
+
+async def test_unload_ends_after_reply_work_and_a_pending_summary_cleanly(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An after-reply task and a summary waiting for quiet: unload, nothing left."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assistant = entry.runtime_data.assistant
+    # Background calls wait for a quiet minute: the summary stays pending.
+    assistant.scheduler.quiet_seconds = 3600
+    started = asyncio.Event()
+
+    async def slow_after_reply(_interaction: object) -> None:
+        # After-reply work still running (a slow write, say) at the unload.
+        started.set()
+        await asyncio.Event().wait()
+
+    assistant.after_reply.append(slow_after_reply)
+    for number in range(3):
+        fake_ollama.reply(f"Answer {number}")
+        await telegram.send_text(f"Question {number}")
+        await telegram.wait_for_sent(number + 1)
+    await started.wait()
+    # /new ends the session: its summary waits for the quiet period.
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(4)
+    await asyncio.sleep(0.1)
+    pending = _our_tasks()
+    names = {task.get_name() for task in pending}
+    assert "ha_personal_assistant after reply" in names
+    assert "ha_personal_assistant summaries" in names
+    assert "ha_personal_assistant learning" in names
+
+    async with asyncio.timeout(10):
+        assert await hass.config_entries.async_unload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.NOT_LOADED
+    assert _our_tasks() == []
+    assert all(task.cancelled() for task in pending)
+    assert _worker_threads() == []
+    assert errors_logged(caplog) == []
+    assert "did not complete in time" not in caplog.text
+    assert "Task was destroyed" not in caplog.text
+    assert not [
+        r
+        for r in fake_ollama.chat_requests
+        if r["messages"][-1]["content"].startswith("[Summary request")
+    ]
 
 
 async def test_the_conversation_survives_a_reload(

@@ -144,8 +144,11 @@ async def async_unload_entry(
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
     await entry.runtime_data.gateway.async_stop()
-    # Pruning and summaries write to the storage: end them before it closes.
-    if maintenance := entry.runtime_data.maintenance:
+    # Pruning, after-reply work (history, summaries, learning) writes to the
+    # storage: end it before it closes. Work that ends may start more (a
+    # learned turn starts the learner): cancelled in the next round.
+    maintenance = entry.runtime_data.maintenance
+    while maintenance:
         for task in maintenance:
             task.cancel()
         await asyncio.wait(set(maintenance))

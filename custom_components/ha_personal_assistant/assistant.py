@@ -252,6 +252,11 @@ class Assistant:
         self.memory: MemorySource | None = None
         # Background work started after the reply was sent (never before).
         self.after_reply: list[AfterReply] = []
+        # Starts it; runtime makes the entry's unload end it before the
+        # storage closes.
+        self.spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
+            hass.async_create_background_task
+        )
         # Keeps history and summaries; set by runtime.
         self.history: HistoryKeeper | None = None
         # The document index (documents.DocumentIndex) for the automatic
@@ -447,14 +452,9 @@ class Assistant:
         room = runtime.assembler.history_room(self.counter.count(text))
         if runtime.tools.notices:
             reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
-        return TurnResult(
-            reply,
-            ok=True,
-            model_seconds=sum(runtime.model_calls),
-            proposals=tuple(runtime.tools.proposals),
-            context_tokens=runtime.context_tokens,
-            # Nothing to learn from or keep when the database is unavailable.
-            interaction=Interaction(
+        # Nothing to learn from or keep when the database is unavailable.
+        interaction = (
+            Interaction(
                 conversation_key=conversation_key,
                 session_id=session.id,
                 thread_id=session.thread_id,
@@ -470,7 +470,21 @@ class Assistant:
                 history_target=int(room * TRIM_TO),
             )
             if stored
-            else None,
+            else None
+        )
+        if interaction is not None and self.history is not None:
+            # Before the reply goes out: whoever got the answer finds it in
+            # the history (the checkpoint already has it), even if Home
+            # Assistant dies right after sending. The after-reply hook tries
+            # again if this failed (it is written once per turn id).
+            await self.history.async_store_turn(interaction)
+        return TurnResult(
+            reply,
+            ok=True,
+            model_seconds=sum(runtime.model_calls),
+            proposals=tuple(runtime.tools.proposals),
+            context_tokens=runtime.context_tokens,
+            interaction=interaction,
             taint_sources=tuple(runtime.tools.taint_sources),
         )
 
@@ -558,9 +572,7 @@ class Assistant:
         if result.interaction is None:
             return
         for hook in self.after_reply:
-            self.hass.async_create_background_task(
-                hook(result.interaction), "ha_personal_assistant after reply"
-            )
+            self.spawn(hook(result.interaction), "ha_personal_assistant after reply")
 
     def _explain(self, err: Exception) -> str:  # noqa: PLR0911 - a reply per failure
         """Turn a failure into a short reply, logging each outage once."""

@@ -67,7 +67,7 @@ HA_KNOWLEDGE_INTERVAL: Final = timedelta(days=1)
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Coroutine
+    from collections.abc import Callable, Coroutine
 
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AIMessage, AnyMessage
@@ -218,12 +218,10 @@ async def async_build(
     )
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
-
-    @callback
-    def _async_maintain(coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = entry.async_create_background_task(hass, coro, name)
-        maintenance.add(task)
-        task.add_done_callback(maintenance.discard)
+    _async_maintain = _maintainer(hass, entry, maintenance)
+    # After-reply work (history, summaries, learning) holds the database too:
+    # the unload cancels it and waits for it before the storage closes.
+    assistant.spawn = _async_maintain
 
     # History and summaries: written after replies and when the chats are quiet.
     history = HistoryKeeper(
@@ -278,6 +276,7 @@ async def async_build(
     # Profile memory: read into each turn's context; learned from after replies.
     assistant.memory = memory
     learner = Learner(hass, entry, memory, assistant)
+    learner.spawn = _async_maintain
     assistant.after_reply.append(learner.async_after_reply)
     entry.async_on_unload(learner.async_start())
     # Turns logged before a restart and not learned from yet.
@@ -292,6 +291,27 @@ async def async_build(
         documents=documents,
         maintenance=maintenance,
     )
+
+
+def _maintainer(
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    maintenance: set[asyncio.Task[None]],
+) -> Callable[..., asyncio.Task[None]]:
+    """Return what starts background work that the unload ends, in ``maintenance``."""
+
+    @callback
+    def _async_maintain(
+        coro: Coroutine[Any, Any, None], name: str, *, eager_start: bool = True
+    ) -> asyncio.Task[None]:
+        task = entry.async_create_background_task(
+            hass, coro, name, eager_start=eager_start
+        )
+        maintenance.add(task)
+        task.add_done_callback(maintenance.discard)
+        return task
+
+    return _async_maintain
 
 
 async def _async_requeue(learner: Learner) -> None:

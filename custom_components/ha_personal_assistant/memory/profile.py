@@ -15,6 +15,7 @@ from .text import closeness, near_identical, tokens
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Sequence
 
     from ..assistant import MemorySource
     from ..store.database import Database
@@ -207,11 +208,19 @@ class ProfileMemory:
             lambda conn: store.save(conn, new, time.time())
         )
 
-    async def async_learn(self, person: str, facts: list[LearnedFact]) -> int:
+    async def async_learn(
+        self,
+        person: str,
+        facts: list[LearnedFact],
+        *,
+        learned_from: Sequence[int] = (),
+    ) -> int:
         """Save what the learner inferred; return how many entries it added or touched.
 
         Facts that read like instructions, hold secrets, or were forgotten
-        recently are dropped without a word: nobody asked for them.
+        recently are dropped without a word: nobody asked for them. The
+        logged turns ``learned_from`` are marked processed in the same
+        transaction: a stop in between can neither lose nor repeat them.
         """
         accepted: list[NewFact] = []
         for fact in facts:
@@ -231,12 +240,14 @@ class ProfileMemory:
                     sensitivity=sensitivity_of(content),
                 )
             )
-        if not accepted:
+        if not accepted and not learned_from:
             return 0
 
         def _save(conn: sqlite3.Connection) -> int:
             now = time.time()
-            return sum(store.save(conn, new, now).entry is not None for new in accepted)
+            saved = [store.save(conn, new, now).entry for new in accepted]
+            store.mark_processed(conn, learned_from)
+            return sum(entry is not None for entry in saved)
 
         return await self.database.async_run(_save)
 
