@@ -15,6 +15,8 @@ from collections.abc import Iterator  # noqa: TC003 - pytest reads the hint
 import pytest
 from homeassistant import block_async_io
 
+from custom_components.ha_personal_assistant.security import injection_model
+
 from .fake_ollama import FakeOllama, fake_ollama
 from .restart import Restarter, restarter
 from .telegram_harness import (
@@ -55,6 +57,17 @@ def fail_on_blocking_calls(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
         if "Detected blocking call" in record.getMessage()
     ]
     assert not reports, reports[0]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def injection_model_loaded() -> None:
+    """Read the firewall's model file once, outside any event loop.
+
+    Entry setup does this in the executor; tests that check text on the loop
+    without setting an entry up find it read. tests/test_injection_model.py
+    starts from an unread model where it tests the loading itself.
+    """
+    assert injection_model.load_model() is not None
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,7 @@ from .const import (
 from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
+from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .services import async_setup_services
 from .store.shared import (
@@ -77,6 +78,9 @@ async def async_setup_entry(
 
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
+    # The firewall's model file, read once per process in the executor before
+    # any text is checked (a bad file is logged; the patterns then decide).
+    await async_load_model(hass)
     async_check_policy(hass, entry)
     # Every service call runs as an HA user: the mapped one, else this one.
     await async_ensure_acting_user(hass)
