@@ -478,9 +478,7 @@ class OllamaShim:
             "",
         )
         record.num_ctx = options.get("num_ctx")
-        record.background = not tools or record.last_user.startswith(
-            BACKGROUND_MARKERS
-        )
+        record.background = not tools or record.last_user.startswith(BACKGROUND_MARKERS)
         forced = (
             self._forced.popleft()
             if tools and not record.background and self._forced
