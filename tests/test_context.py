@@ -197,7 +197,7 @@ async def test_a_word_that_fits_many_entities_alike_brings_no_state_lines(
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
-    """ "Which lights are on?" among 60 lights: list_entities answers, not ten."""
+    """Asked which lights are on among 60 lights: list_entities answers, not ten."""
     _add_lights(hass, 60)
     await hass.async_block_till_done()
     await _ask(telegram, "Which lights are still on?")
