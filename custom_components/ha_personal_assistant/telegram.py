@@ -32,9 +32,9 @@ from .agent.prompts import (
     REPLY_STORAGE_UNAVAILABLE,
     REPLY_UNKNOWN_COMMAND,
 )
-from .assistant import Speaker
 from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
 from .memory.profile import async_memory_command
+from .models import Speaker
 from .security.confirmations import (
     ConfirmationManager,
     DecisionResult,
