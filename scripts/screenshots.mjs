@@ -1,6 +1,9 @@
-// Screenshots of the integration's config flow and options flow, taken by
-// headless chromium through playwright-core. Called by scripts/screenshots,
-// which starts Home Assistant and a fake Ollama first.
+// Screenshots of the integration's config flow, options flow, device page and
+// a repair issue, taken by headless chromium through playwright-core. Called
+// by scripts/screenshots, which starts Home Assistant and a fake Ollama first.
+//
+// ONLY=name,name takes only some groups (config, options, mapping, repair,
+// device); a group needs the ones before it to have run once.
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -11,6 +14,20 @@ const HA = "http://127.0.0.1:8123";
 const CLIENT_ID = `${HA}/`;
 const OUT = process.env.OUT;
 const USER = { name: "Demo", username: "demo", password: "demo-password-1234" };
+const DOMAIN = "ha_personal_assistant";
+const VIEWPORT = { width: 1280, height: 860 };
+// Telegram ids of the demo: the first two have an allowed private chat in
+// the Telegram bot entry scripts/screenshots writes (Anna, Ben), the third
+// has none and is shown by its id.
+const ANNA = "123456789";
+const BEN = "234567890";
+const STRANGER = "345678901";
+const PERMISSION_SECTIONS = [
+  "Permissions: ask for confirmation",
+  "Permissions: never allowed",
+  "Permissions: scripts",
+  "Permissions: who confirms for everyone",
+];
 
 async function json(url, options = {}) {
   const response = await fetch(url, options);
@@ -46,13 +63,6 @@ async function onboard() {
   return tokens;
 }
 
-async function shot(page, name) {
-  // Let the dialog's animations settle.
-  await page.waitForTimeout(1500);
-  await page.screenshot({ path: path.join(OUT, name) });
-  console.log(`saved docs/${name}`);
-}
-
 // Log in through the login flow (when onboarding was done before).
 async function login() {
   const flow = await json(`${HA}/auth/login_flow`, {
@@ -72,8 +82,47 @@ async function login() {
   return tokensFromCode(done.result);
 }
 
-const steps = await json(`${HA}/api/onboarding`);
-const tokens = steps.some((step) => step.step === "user" && !step.done) ? await onboard() : await login();
+// The open dialog's box (the native <dialog> inside HA's dialog element).
+function dialog(page) {
+  return page.locator("wa-dialog dialog[open]").last();
+}
+
+// Let animations settle, then save the page, or only the open dialog.
+async function shot(page, name, { dialogOnly = false } = {}) {
+  await page.waitForTimeout(1500);
+  const file = path.join(OUT, name);
+  if (dialogOnly) {
+    await dialog(page).screenshot({ path: file });
+  } else {
+    await page.screenshot({ path: file });
+  }
+  console.log(`saved ${file}`);
+}
+
+async function submit(page) {
+  await page.getByRole("button", { name: /^(submit|next)$/i }).click();
+}
+
+// Pick an option of a drop-down (SelectSelector) by its field label.
+async function choose(page, label, option) {
+  await page.getByLabel(label, { exact: true }).click();
+  // Every drop-down of the form holds its items; only the open one shows.
+  await page.getByRole("menuitem", { name: option }).filter({ visible: true }).click();
+}
+
+const onboarding = await json(`${HA}/api/onboarding`).catch(() => []);
+const tokens = onboarding.some((step) => step.step === "user" && !step.done) ? await onboard() : await login();
+const AUTH = { Authorization: `Bearer ${tokens.access_token}`, "Content-Type": "application/json" };
+const only = process.env.ONLY ? new Set(process.env.ONLY.split(",")) : null;
+const wanted = (group) => !only || only.has(group);
+
+// Wait until HA has finished starting: no start-up toasts over the shots.
+for (let tries = 0; tries < 300; tries += 1) {
+  const config = await json(`${HA}/api/config`, { headers: AUTH });
+  if (config.state === "RUNNING") break;
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM,
   args: [
@@ -88,7 +137,7 @@ const browser = await chromium.launch({
   ],
 });
 try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const context = await browser.newContext({ viewport: VIEWPORT });
   await context.addInitScript((stored) => {
     window.localStorage.setItem("hassTokens", JSON.stringify(stored));
   }, {
@@ -100,7 +149,11 @@ try {
   const page = await context.newPage();
   page.setDefaultTimeout(60000);
   try {
-    await takeShots(page);
+    if (wanted("config")) await configFlowShots(page);
+    if (wanted("options")) await optionsShots(page);
+    if (wanted("mapping")) await mappingShots(page);
+    if (wanted("repair")) await repairShots(page);
+    if (wanted("device")) await deviceShots(page);
   } catch (err) {
     await page.screenshot({ path: path.join(process.env.NODE_PATH, "..", "failed.png") });
     throw err;
@@ -109,39 +162,147 @@ try {
   await browser.close();
 }
 
-async function takeShots(page) {
-  if (!process.env.ONLY_OPTIONS) await configFlowShots(page);
-  await optionsShots(page);
-}
-
 async function configFlowShots(page) {
   // The config flow, opened the way "Add integration" opens it.
-  await page.goto(`${HA}/config/integrations/dashboard/add?domain=ha_personal_assistant`);
+  await page.goto(`${HA}/config/integrations/dashboard/add?domain=${DOMAIN}`);
   await page.getByRole("button", { name: "OK" }).click();
-  await page.getByText("Ollama", { exact: false }).first().waitFor();
+  await page.getByText("Connect to Ollama").waitFor();
   await shot(page, "config-flow-server.png");
-  await page.getByRole("button", { name: /submit|next/i }).click();
-  await page.getByText(/model/i).first().waitFor();
+  await submit(page);
+  await page.getByText("Choose the models").waitFor();
   await shot(page, "config-flow-model.png");
-  await page.getByRole("button", { name: /submit|next/i }).click();
+  // A model without tool support is refused with a plain-text error.
+  await choose(page, "Chat model", /gemma:2b/);
+  await submit(page);
+  await page.getByText(/can't call tools/).waitFor();
+  await shot(page, "config-flow-model-error.png");
+  await choose(page, "Chat model", /qwen3:4b/);
+  await submit(page);
   // HA offers to name the new device and put it in an area.
   await page.getByRole("button", { name: /skip and finish|finish/i }).first().waitFor();
   await shot(page, "config-flow-done.png");
   await page.getByRole("button", { name: /skip and finish|finish/i }).first().click();
+}
 
+async function openOptions(page) {
+  await page.goto(`${HA}/config/integrations/integration/${DOMAIN}`);
+  await page.getByRole("button", { name: /configure/i }).first().click();
+  await page.getByText("Assistant options").waitFor();
 }
 
 async function optionsShots(page) {
-  // The options flow, from the integration's page.
-  await page.goto(`${HA}/config/integrations/integration/ha_personal_assistant`);
-  await page.getByRole("button", { name: /configure/i }).first().click();
-  await page.getByText(/confirmation/i).first().waitFor();
-  await shot(page, "options-flow.png");
+  // A tall window, so the whole form fits; only the dialog is saved. First
+  // the general options with the permission sections folded, then those
+  // sections opened.
+  await page.setViewportSize({ width: VIEWPORT.width, height: 2200 });
+  await openOptions(page);
+  await shot(page, "options-general.png", { dialogOnly: true });
   await page.keyboard.press("Escape");
+  await openOptions(page);
+  for (const name of PERMISSION_SECTIONS) {
+    await page.getByText(name, { exact: true }).click();
+  }
+  // Once the sections have opened, start the picture at the first of them.
+  await page.waitForTimeout(1500);
+  await page.getByText(PERMISSION_SECTIONS[0], { exact: true }).evaluate((heading) =>
+    heading.scrollIntoView({ block: "start" }),
+  );
+  await shot(page, "options-permissions.png", { dialogOnly: true });
+  await page.keyboard.press("Escape");
+  await page.setViewportSize(VIEWPORT);
+}
 
+// A Home Assistant user for Anna, to link her Telegram id to.
+async function createHaUser(page, name) {
+  return page.evaluate(async (userName) => {
+    const { hass } = document.querySelector("home-assistant");
+    const { user } = await hass.callWS({
+      type: "config/auth/create",
+      name: userName,
+      group_ids: ["system-users"],
+      local_only: true,
+    });
+    return user.id;
+  }, name);
+}
+
+async function mappingShots(page) {
+  await openOptions(page);
+  await page.getByText("Allowed Telegram user id").first().waitFor();
+  await createHaUser(page, "Anna");
+  for (const telegramId of [ANNA, BEN, STRANGER]) {
+    await page.getByRole("button", { name: /Add Allowed Telegram user id/ }).click();
+    await page.getByRole("textbox", { name: "Allowed Telegram user id" }).last().fill(telegramId);
+  }
+  await submit(page);
+  await page.getByText("Link Telegram users to Home Assistant users").waitFor();
+  await choose(page, `Anna (${ANNA})`, "Anna");
+  await shot(page, "options-user-mapping.png");
+  await submit(page);
+  await page.getByText(/success/i).first().waitFor();
+  await page.keyboard.press("Escape");
+}
+
+// Weaken the policy through the options flow's API, as a user might in the
+// form: lock.unlock no longer asks. Its repair issue then appears.
+async function weakenPolicy() {
+  const [entry] = await json(`${HA}/api/config/config_entries/entry?domain=${DOMAIN}`, { headers: AUTH });
+  let flow = await json(`${HA}/api/config/config_entries/options/flow`, {
+    method: "POST",
+    headers: AUTH,
+    body: JSON.stringify({ handler: entry.entry_id }),
+  });
+  const field = (name) => flow.data_schema.find((item) => item.name === name);
+  const confirm = field("confirm").schema[0].description?.suggested_value
+    ?? field("confirm").schema[0].selector.select.options;
+  const keep = {};
+  for (const item of flow.data_schema) {
+    if (item.type !== "expandable" && item.description?.suggested_value !== undefined) {
+      keep[item.name] = item.description.suggested_value;
+    }
+  }
+  flow = await json(`${HA}/api/config/config_entries/options/flow/${flow.flow_id}`, {
+    method: "POST",
+    headers: AUTH,
+    body: JSON.stringify({
+      ...keep,
+      confirm: { confirm_services: confirm.filter((entry) => entry !== "lock.unlock") },
+    }),
+  });
+  if (flow.step_id === "user_mapping") {
+    const mapping = {};
+    for (const item of flow.data_schema) {
+      if (item.description?.suggested_value) mapping[item.name] = item.description.suggested_value;
+    }
+    flow = await json(`${HA}/api/config/config_entries/options/flow/${flow.flow_id}`, {
+      method: "POST",
+      headers: AUTH,
+      body: JSON.stringify(mapping),
+    });
+  }
+  if (flow.type !== "create_entry") throw new Error(`options not saved: ${JSON.stringify(flow)}`);
+}
+
+async function repairShots(page) {
+  await weakenPolicy();
+  await page.goto(`${HA}/config/repairs`);
+  await page.getByText("less safe than the defaults").first().click();
+  await page.getByText(/weaken the safety defaults/).waitFor();
+  await shot(page, "repair-unsafe-permissions.png");
+  await page.keyboard.press("Escape");
+}
+
+async function deviceShots(page) {
   // The entry's service device with its sensors.
-  await page.goto(`${HA}/config/integrations/integration/ha_personal_assistant`);
+  await page.goto(`${HA}/config/integrations/integration/${DOMAIN}`);
   await page.getByText(/1 service/i).first().click();
   await page.getByText(/model status/i).first().waitFor();
   await shot(page, "device.png");
+  // An entity's settings: its id comes from the device's name and the
+  // entity's name, not from the model or the server.
+  await page.goto(`${HA}/config/entities?domain=${DOMAIN}`);
+  await page.getByText("Context tokens", { exact: true }).click();
+  await page.getByRole("button", { name: "Settings", exact: true }).click();
+  await page.getByText("Entity ID").filter({ visible: true }).first().waitFor();
+  await shot(page, "entity-settings.png");
 }

@@ -10,9 +10,15 @@ importing ours here makes HA load this repository's integration instead of the
 # ruff: noqa: I001 -- the import order below is the point of this module.
 import custom_components  # noqa: F401
 
+from collections.abc import Iterator  # noqa: TC003 - pytest reads the hint
+
 import pytest
+from homeassistant import block_async_io
+
+from custom_components.ha_personal_assistant.security import injection_model
 
 from .fake_ollama import FakeOllama, fake_ollama
+from .restart import Restarter, restarter
 from .telegram_harness import (
     TelegramHarness,
     telegram,
@@ -25,12 +31,43 @@ from .telegram_harness import (
 
 __all__ = [
     "FakeOllama",
+    "Restarter",
     "TelegramHarness",
     "fake_ollama",
+    "restarter",
     "telegram",
     "telegram_api",
     "telegram_chat_ids",
 ]
+
+
+# Home Assistant's detector of blocking calls in the event loop, as a real
+# instance runs it (the test plugin leaves it off).
+if not block_async_io._BLOCKED_CALLS.calls:
+    block_async_io.enable()
+
+
+@pytest.fixture(autouse=True)
+def fail_on_blocking_calls(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """Fail any test during which HA reports a blocking call in the event loop."""
+    yield
+    reports = [
+        record.getMessage()
+        for record in caplog.get_records("call")
+        if "Detected blocking call" in record.getMessage()
+    ]
+    assert not reports, reports[0]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def injection_model_loaded() -> None:
+    """Read the firewall's model file once, outside any event loop.
+
+    Entry setup does this in the executor; tests that check text on the loop
+    without setting an entry up find it read. tests/test_injection_model.py
+    starts from an unread model where it tests the loading itself.
+    """
+    assert injection_model.load_model() is not None
 
 
 @pytest.fixture(autouse=True)

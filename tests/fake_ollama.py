@@ -351,6 +351,9 @@ class FakeOllama:
         # How the model's tokenizer counts a chat request (``prompt_eval_count``);
         # None: the words of the messages, a rough stand-in.
         self.prompt_tokens: Callable[[JsonDict], int] | None = None
+        # Seconds each /api/embed request takes (a slow or busy server), or
+        # a function of the request's inputs; stop() drops the ones waiting.
+        self.embed_delay: float | Callable[[list[str]], float] = 0.0
 
     # ------------------------------------------------------------------ setup
 
@@ -655,6 +658,11 @@ class FakeOllama:
         inputs = [raw_input] if isinstance(raw_input, str) else list(raw_input)
         if not all(isinstance(item, str) for item in inputs):
             return self._error(400, "invalid input type")
+        delay = (
+            self.embed_delay(inputs) if callable(self.embed_delay) else self.embed_delay
+        )
+        if delay and await self._sleep_or_close(delay):
+            return self._drop(request)
         model = self.get_model(name)
         dim = (
             body.get("dimensions")

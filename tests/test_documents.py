@@ -8,6 +8,7 @@ import logging
 import sqlite3
 import sys
 import threading
+import time
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +36,7 @@ from pytest_homeassistant_custom_component.components.diagnostics import (  # ty
     get_diagnostics_for_config_entry,
 )
 
+from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.const import (
     CONF_EMBEDDING_MODEL,
     CONF_MODEL,
@@ -183,6 +185,92 @@ async def test_an_added_document_is_found_and_reaches_the_model(
     assert names.index("web_search") < names.index("search_documents")
     assert names.index("search_documents") < names.index("remember")
     assert "How often" in last_user_content(request)
+
+
+async def test_a_document_is_searchable_when_add_document_returns(
+    hass: HomeAssistant,
+    house: None,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A question right after add_document finds the document (no waiting)."""
+    await async_setup_documents(hass, fake_ollama)
+    # A server that takes a moment per batch of passages (a question is
+    # quick): longer than the message takes to reach the model's search.
+    fake_ollama.embed_delay = lambda inputs: 1.0 if "\n" in inputs[0] else 0.0
+    response = await add_document(hass, "Dishwasher", DISHWASHER)
+    assert response["status"] == "searchable"
+    assert response["searchable_chunks"] == response["chunks"] == 1
+    fake_ollama.tool_call("search_documents", {"query": "descale dishwasher"}).reply(
+        "Every three months."
+    )
+    await telegram.send_text("How often do I descale the dishwasher?")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    result = tool_results(fake_ollama.chat_requests[-1])[-1]
+    assert "[Dishwasher]" in result
+    assert "descaling" in result
+    assert "Still indexing" not in result
+
+
+async def test_a_document_not_embedded_in_time_is_queued_and_search_says_so(
+    hass: HomeAssistant,
+    house: None,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the bounded wait the answer says queued; search names the document."""
+    monkeypatch.setattr(services_module, "ADD_DOCUMENT_WAIT", 0.3)
+    entry = await async_setup_documents(hass, fake_ollama)
+    fake_ollama.embed_delay = 3.0
+    started = time.monotonic()
+    response = await add_document(hass, "Boiler", BOILER)
+    assert time.monotonic() - started < 2.5
+    assert response["status"] == "queued"
+    assert response["chunks"] == 1
+    assert response["searchable_chunks"] == 0
+    # The question itself is embedded at once; the document's batch is not done.
+    fake_ollama.embed_delay = 0.0
+    fake_ollama.tool_call("search_documents", {"query": "boiler pressure"}).reply(
+        "It is still being indexed."
+    )
+    await telegram.send_text("What pressure should the boiler have?")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    result = tool_results(fake_ollama.chat_requests[-1])[-1]
+    assert '"Boiler" (0 of 1 passages ready)' in result
+    assert "Still indexing" in result
+    # Once embedded, it is found and no longer named as indexing.
+    await index_of(entry).async_wait_idle()
+    fake_ollama.tool_call("search_documents", {"query": "boiler pressure"}).reply(
+        "Between 1.2 and 1.5 bar."
+    )
+    await telegram.send_text("And now?")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    result = tool_results(fake_ollama.chat_requests[-1])[-1]
+    assert "[Boiler]" in result
+    assert "Still indexing" not in result
+    # Adding it again changes nothing and says it is searchable.
+    again = await add_document(hass, "Boiler", BOILER)
+    assert again == {
+        **response,
+        "duplicate": True,
+        "status": "searchable",
+        "searchable_chunks": 1,
+    }
+
+
+async def test_add_document_does_not_wait_for_an_embedding_model_that_fails(
+    hass: HomeAssistant, house: None, fake_ollama: FakeOllama
+) -> None:
+    """Ollama refusing the embedding model: queued at once, not after the wait."""
+    entry = await async_setup_documents(hass, fake_ollama)
+    fake_ollama.remove_model(f"{EMBED}:latest")
+    started = time.monotonic()
+    response = await add_document(hass, "Bikes", BIKES)
+    assert time.monotonic() - started < 5
+    assert (response["status"], response["searchable_chunks"]) == ("queued", 0)
+    assert index_of(entry).embed_error is not None
+    assert [i.title for i in await index_of(entry).async_indexing()] == ["Bikes"]
 
 
 async def test_document_text_taints_the_turn(
@@ -586,10 +674,16 @@ async def test_unloading_while_indexing_stops_cleanly(
 
 
 async def test_unloading_after_embedding_failed_on_a_full_disk_closes_the_storage(
-    hass: HomeAssistant, house: None, fake_ollama: FakeOllama
+    hass: HomeAssistant,
+    house: None,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Embedding that died on a full disk does not make the unload fail."""
+    # add_document answers "queued" while the batch is still being embedded.
+    monkeypatch.setattr(services_module, "ADD_DOCUMENT_WAIT", 0.1)
     entry = await async_setup_documents(hass, fake_ollama)
+    fake_ollama.embed_delay = 0.5
     index = index_of(entry)
     stored = len(index.vectors)
 

@@ -7,24 +7,26 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from homeassistant import config_entries
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    MockConfigEntry,
     async_fire_time_changed,
 )
 
 from custom_components.ha_personal_assistant.const import DOMAIN
 
 from .common import MODEL, async_setup_assistant, async_setup_house
+from .fake_ollama import FakeOllama
 
 if TYPE_CHECKING:
     from freezegun.api import FrozenDateTimeFactory
     from homeassistant.core import HomeAssistant
-    from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-    from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
 UNLOCK = {"domain": "lock", "service": "unlock", "entity_id": "lock.front_door"}
@@ -84,33 +86,189 @@ async def _wait_state(
             await asyncio.sleep(0.02)
 
 
+KEYS = ("pending_confirmations", "last_reply_latency", "context_tokens", "model_status")
+# The entity ids a new entry gets: from the device's translated name and the
+# entities' translation keys, never from the model or the server.
+STABLE_IDS = {
+    "conversation.personal_assistant",
+    *(f"sensor.personal_assistant_{key}" for key in KEYS),
+}
+
+
+def _entity_ids(hass: HomeAssistant, entry: MockConfigEntry) -> set[str]:
+    return {
+        entity.entity_id
+        for entity in er.async_entries_for_config_entry(
+            er.async_get(hass), entry.entry_id
+        )
+    }
+
+
+def _device(hass: HomeAssistant, entry: MockConfigEntry) -> dr.DeviceEntry:
+    device = dr.async_get(hass).async_get_device_by_identifier(
+        (DOMAIN, entry.entry_id), entry.entry_id
+    )
+    assert device is not None
+    return device
+
+
 async def test_one_device_carries_the_translated_sensors(
     hass: HomeAssistant, assistant: MockConfigEntry
 ) -> None:
-    """The entry is one service device named after it, with named sensors."""
-    device = dr.async_get(hass).async_get_device_by_identifier(
-        (DOMAIN, assistant.entry_id), assistant.entry_id
-    )
-    assert device is not None
-    assert device.name == MODEL
+    """The entry is one service device with named sensors and stable ids."""
+    device = _device(hass, assistant)
+    assert device.name == "Personal Assistant"
     assert device.entry_type is dr.DeviceEntryType.SERVICE
+    assert _entity_ids(hass, assistant) == STABLE_IDS
     names = {
-        key: _state(hass, assistant, key).attributes["friendly_name"]
-        for key in (
-            "pending_confirmations",
-            "last_reply_latency",
-            "context_tokens",
-            "model_status",
-        )
+        key: _state(hass, assistant, key).attributes["friendly_name"] for key in KEYS
     }
     assert names == {
-        "pending_confirmations": f"{MODEL} Pending confirmations",
-        "last_reply_latency": f"{MODEL} Last reply latency",
-        "context_tokens": f"{MODEL} Context tokens",
-        "model_status": f"{MODEL} Model status",
+        "pending_confirmations": "Personal Assistant Pending confirmations",
+        "last_reply_latency": "Personal Assistant Last reply latency",
+        "context_tokens": "Personal Assistant Context tokens",
+        "model_status": "Personal Assistant Model status",
     }
     await _wait_status(hass, assistant, "ok")
     assert _state(hass, assistant, "last_reply_latency").state == "unknown"
+
+
+async def test_the_device_says_what_it_is(
+    hass: HomeAssistant, assistant: MockConfigEntry
+) -> None:
+    """The device is this integration's service running the chat model.
+
+    Ollama only serves the model: it is not the manufacturer. The server's
+    address is no configuration page (Ollama has none, and localhost would
+    point at the browser's own machine), so there is no link to it.
+    """
+    device = _device(hass, assistant)
+    assert device.manufacturer == "Personal Assistant integration"
+    assert "Ollama" not in (device.manufacturer or "")
+    assert device.model == MODEL
+    assert device.configuration_url is None
+    assert device.config_entry_id == assistant.entry_id
+
+
+async def test_entity_ids_stay_after_reconfigure_to_another_server_and_model(
+    hass: HomeAssistant, assistant: MockConfigEntry, fake_ollama: FakeOllama
+) -> None:
+    """A reconfigure renames the entry but keeps every entity and its id.
+
+    Unique ids are the entry id and the entity's key, so the reloaded entry
+    finds its registry entries again; the device shows the new model.
+    """
+    unique_ids = {
+        entity.entity_id: entity.unique_id
+        for entity in er.async_entries_for_config_entry(
+            er.async_get(hass), assistant.entry_id
+        )
+    }
+    other = FakeOllama()
+    other.add_model("llama3.1:8b", ["completion", "tools"])
+    await other.start()
+    try:
+        result = await hass.config_entries.flow.async_init(
+            DOMAIN,
+            context={
+                "source": config_entries.SOURCE_RECONFIGURE,
+                "entry_id": assistant.entry_id,
+            },
+        )
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {"ollama_url": other.url}
+        )
+        assert result["step_id"] == "model"
+        result = await hass.config_entries.flow.async_configure(
+            result["flow_id"], {"model": "llama3.1:8b"}
+        )
+        assert result["type"] is FlowResultType.ABORT
+        assert result["reason"] == "reconfigure_successful"
+        await hass.async_block_till_done()
+
+        assert assistant.data["ollama_url"] == other.url
+        assert assistant.data["model"] == "llama3.1:8b"
+        assert {
+            entity.entity_id: entity.unique_id
+            for entity in er.async_entries_for_config_entry(
+                er.async_get(hass), assistant.entry_id
+            )
+        } == unique_ids
+        assert set(unique_ids) == STABLE_IDS
+        device = _device(hass, assistant)
+        assert device.name == "Personal Assistant"
+        assert device.model == "llama3.1:8b"
+        state = _state(hass, assistant, "context_tokens")
+        assert state.attributes["friendly_name"] == "Personal Assistant Context tokens"
+        assert hass.states.get("conversation.personal_assistant") is not None
+    finally:
+        await hass.config_entries.async_unload(assistant.entry_id)
+        await other.stop()
+
+
+async def test_an_entry_named_the_old_way_keeps_its_entities(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Upgrading keeps the registry entries of an entry set up before.
+
+    Before, the device was named after the entry ("<model> on <host>") and
+    made "by Ollama", so the entity ids named the model and the server. The
+    unique ids were the entry id and the key then too: the upgraded entry
+    finds the same entries (history, area, customisations kept), keeps the
+    entity ids automations use, and fixes the device in place. HA's "Recreate
+    entity IDs" on the device page then gives the stable ids.
+    """
+    await async_setup_house(hass)
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title="qwen3:4b on 127.0.0.1",
+        unique_id=fake_ollama.url,
+        data={"ollama_url": fake_ollama.url, "model": MODEL},
+        options={"request_timeout": 10},
+    )
+    entry.add_to_hass(hass)
+    old_device = dr.async_get(hass).async_get_or_create(
+        config_entry_id=entry.entry_id,
+        identifiers={(DOMAIN, entry.entry_id)},
+        name="qwen3:4b on 127.0.0.1",
+        manufacturer="Ollama",
+        model=MODEL,
+        entry_type=dr.DeviceEntryType.SERVICE,
+    )
+    registry = er.async_get(hass)
+    old_ids = {
+        registry.async_get_or_create(
+            domain,
+            DOMAIN,
+            f"{entry.entry_id}_{key}" if key else entry.entry_id,
+            config_entry=entry,
+            device_id=old_device.id,
+            suggested_object_id=(
+                f"qwen3_4b_on_127_0_0_1_{key}" if key else "qwen3_4b_on_127_0_0_1"
+            ),
+        ).entity_id
+        for domain, key in [("conversation", ""), *(("sensor", k) for k in KEYS)]
+    }
+    assert "sensor.qwen3_4b_on_127_0_0_1_context_tokens" in old_ids
+
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+
+    assert _entity_ids(hass, entry) == old_ids
+    assert all(hass.states.get(entity_id) is not None for entity_id in old_ids)
+    device = _device(hass, entry)
+    assert device.id == old_device.id
+    assert device.name == "Personal Assistant"
+    assert device.manufacturer == "Personal Assistant integration"
+    state = hass.states.get("sensor.qwen3_4b_on_127_0_0_1_context_tokens")
+    assert state is not None
+    assert state.attributes["friendly_name"] == "Personal Assistant Context tokens"
+    recreated = {
+        registry.async_regenerate_entity_id(entity)
+        for entity in er.async_entries_for_config_entry(registry, entry.entry_id)
+    }
+    assert recreated == STABLE_IDS
+    await hass.config_entries.async_unload(entry.entry_id)
 
 
 async def test_a_reply_updates_latency_and_context_tokens(

@@ -284,7 +284,7 @@ SOURCES = [
         {"friendly_name": "Parcel tracker"},
         "list_entities",
         {"domain": "sensor"},
-        '"state":"15.6"',  # sensor.outside_temperature, listed alongside
+        "sensor.outside_temperature | Outside Temperature | 15.6",  # alongside
     ),
     Source(
         "update release notes",

@@ -264,12 +264,16 @@ async def test_a_telegram_outage_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A failed send is logged once, and the next success says it recovered."""
-    telegram.api.fail_next("sendMessage", "Too Many Requests", error_code=429, count=1)
+    # Telegram refuses for good (nothing a retry could fix): tried once.
+    telegram.api.fail_next(
+        "sendMessage", "Forbidden: bot was blocked by the user", error_code=403
+    )
     fake_ollama.reply("lost")
     await telegram.send_text("first")
     await telegram.wait_for_calls("sendMessage", 1)
     await asyncio.sleep(0.1)
-    assert "Could not send to Telegram" in caplog.text
+    assert caplog.text.count("Could not send to Telegram") == 1
+    assert len(telegram.calls("sendMessage")) == 1
     fake_ollama.reply("delivered")
     assert await _ask(telegram, "second") == "delivered"
     assert "Sending to Telegram works again" in caplog.text

@@ -174,7 +174,7 @@ async def test_hidden_and_missing_entities_get_the_same_answer(
     )
     assert json.loads(kitchen_with_hidden)["result"] == "done"
     lights, scenes, probe = (json.loads(r) for r in results[18:])
-    assert "scene.night" not in [e["entity_id"] for e in scenes["entities"]]
+    assert "scene.night" not in [e.split(" | ")[0] for e in scenes["entities"]]
     assert probe["attributes"] == {"group_members": "['light.kitchen_lights']"}
     assert lights["entities"]
     assert hass.states.get(HIDDEN).state == before

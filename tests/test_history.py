@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 import time
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
@@ -19,17 +21,19 @@ from custom_components.ha_personal_assistant.const import (
     CONF_NUM_CTX,
     DEFAULT_NUM_PREDICT,
 )
+from custom_components.ha_personal_assistant.telegram import ReplyStream
 
 from .common import async_setup_assistant, async_setup_house, last_user_content
 from .fake_ollama import text_reply
+from .telegram_harness import ALICE_ID
 
 if TYPE_CHECKING:
-    import sqlite3
-
+    import pytest
     from homeassistant.core import HomeAssistant
     from pytest_homeassistant_custom_component.common import MockConfigEntry
 
     from .fake_ollama import FakeOllama
+    from .restart import Restarter
     from .telegram_harness import TelegramHarness
 
 # A long question, so a few turns fill a 4,096-token window's history room.
@@ -234,6 +238,86 @@ async def test_history_survives_a_restart(
     # The conversation went on across the reload.
     contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
     assert any(c.startswith("question 2") for c in contents)
+
+
+def _history_rows(path: Any) -> list[tuple[str, str]]:
+    """Read conversation_history with a connection of the test's own."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT role, content FROM conversation_history ORDER BY id"
+        ).fetchall()
+
+
+async def test_the_history_row_is_written_before_the_reply_is_sent(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """When Telegram receives the reply, assistant.db already holds the turn."""
+    entry = await _setup(hass, fake_ollama)
+    path = entry.runtime_data.assistant.database.path
+    _script(fake_ollama, [])
+    stored_when_sent: list[list[tuple[str, str]]] = []
+
+    def send(params: dict[str, Any]) -> Any:
+        stored_when_sent.append(_history_rows(path))
+        return telegram.api._send_message(params)
+
+    telegram.api.set_handler("sendMessage", send)
+    await _talk(telegram, 0, 2)
+    assert stored_when_sent == [
+        [("user", "question 0"), ("assistant", "Echo: 0")],
+        [
+            ("user", "question 0"),
+            ("assistant", "Echo: 0"),
+            ("user", "question 1"),
+            ("assistant", "Echo: 1"),
+        ],
+    ]
+
+
+async def test_a_crash_between_the_history_and_the_reply_loses_nothing(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    restarter: Restarter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HA dies after the turn was stored, before it was sent: kept and reported."""
+    entry = await _setup(hass, fake_ollama)
+    path = entry.runtime_data.assistant.database.path
+    _script(fake_ollama, [])
+    await _talk(telegram, 0, 1)
+    crashed = asyncio.Event()
+
+    async def crash(_stream: ReplyStream, _reply: str) -> None:
+        # Home Assistant dies here: nothing after this line runs.
+        crashed.set()
+        await asyncio.Event().wait()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ReplyStream, "async_finish", crash)
+        await telegram.send_text("question 1")
+        async with asyncio.timeout(10):
+            await crashed.wait()
+        hass, telegram, entry = await restarter.restart(hass, telegram, entry)
+    # The turn is in the database and in what the model sees next.
+    assert _history_rows(path)[-2:] == [
+        ("user", "question 1"),
+        ("assistant", "Echo: 1"),
+    ]
+    notices = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    assert notices[-1]["text"] == (
+        'I was restarted while answering your message "question 1". '
+        "If you did not get an answer, please send it again."
+    )
+    await _talk(telegram, 2, 1)
+    contents = [m["content"] for m in _chats(fake_ollama)[-1]["messages"]]
+    assert any(c.startswith("question 1") for c in contents)
+    assert "Echo: 1" in contents
+    await asyncio.sleep(0.2)
+    # Reported once: the notice is not repeated.
+    assert [m["text"] for m in telegram.sent_messages(ALICE_ID)].count(
+        notices[-1]["text"]
+    ) == 1
 
 
 async def test_a_new_session_starts_with_the_last_sessions_summary(

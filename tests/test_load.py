@@ -24,9 +24,10 @@ from custom_components.ha_personal_assistant.const import (
     MAX_CONCURRENT_MODEL_CALLS,
     STORAGE_DIR,
 )
-from custom_components.ha_personal_assistant.store import retention
+from custom_components.ha_personal_assistant.store import database as store_database
 
 from .common import async_setup_assistant, async_setup_house, last_user_content
+from .fake_ollama import text_reply
 from .telegram_harness import ALICE_ID, BOB_ID
 
 if TYPE_CHECKING:
@@ -115,6 +116,79 @@ async def test_five_users_at_once_each_get_their_replies_in_order(
     assert 1 < counts["peak"] <= MAX_CONCURRENT_MODEL_CALLS
 
 
+SLOW = 2.0  # seconds a model request takes
+CAROL_ID = USERS[2]
+
+
+async def test_one_chat_in_order_and_other_chats_in_parallel_within_two_slots(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Alice writes twice 100 ms apart while Bob and Carol write: a slow model.
+
+    Alice's second message is answered after her first, and the model sees
+    the first turn with it; Bob's turn runs beside Alice's first, Carol's
+    waits for one of the two model slots. One after the other, the four
+    model requests would start a model time apart; here they start in two
+    pairs.
+    """
+    counts = _count_model_calls(fake_ollama)
+    port = int(fake_ollama.url.rsplit(":", 1)[1])
+    await fake_ollama.stop()
+    await fake_ollama.start(port)
+    started: dict[str, float] = {}
+
+    def slow_echo(request: dict[str, Any]) -> Any:
+        first = last_user_content(request).splitlines()[0]
+        started[first] = time.monotonic()
+        return text_reply(f"Echo: {first}", delay=SLOW)
+
+    fake_ollama.default = slow_echo
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+
+    begin = time.monotonic()
+    await asyncio.gather(
+        telegram.send_text("alice one", chat_id=ALICE_ID),
+        telegram.send_text("bob one", chat_id=BOB_ID),
+        telegram.send_text("carol one", chat_id=CAROL_ID),
+    )
+    await asyncio.sleep(0.1)
+    await telegram.send_text("alice two", chat_id=ALICE_ID)
+    await telegram.wait_for_sent(4, timeout=30)
+    elapsed = time.monotonic() - begin
+
+    assert [m["text"] for m in telegram.sent_messages(ALICE_ID)] == [
+        "Echo: alice one",
+        "Echo: alice two",
+    ]
+    # The second turn started after the first reply went out, and the model
+    # was sent the first turn with it.
+    replied = next(
+        call.at
+        for call in telegram.api.calls
+        if call.method == "sendMessage" and call.params["text"] == "Echo: alice one"
+    )
+    assert started["alice two"] >= replied
+    second = next(
+        r
+        for r in fake_ollama.chat_requests
+        if last_user_content(r).startswith("alice two")
+    )
+    contents = [m["content"] for m in second["messages"]]
+    assert any(c.startswith("alice one") for c in contents)
+    assert "Echo: alice one" in contents
+    # Different chats in parallel, never more than two model requests at once.
+    assert counts["peak"] == MAX_CONCURRENT_MODEL_CALLS == 2
+    first_two = sorted(started[k] for k in ("alice one", "bob one", "carol one"))[:2]
+    assert first_two[1] - first_two[0] < SLOW / 2
+    # The other two waited for a slot, and started together one model time
+    # later; one after the other they would start three model times apart.
+    starts = sorted(started.values())
+    assert starts[2] - starts[0] >= SLOW
+    assert starts[3] - starts[0] < 2 * SLOW
+    assert elapsed >= 2 * SLOW
+
+
 def _file_size(hass: HomeAssistant) -> int:
     path = Path(hass.config.path(STORAGE_DIR)) / CHECKPOINT_FILE
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
@@ -136,7 +210,7 @@ async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On the schedule: ended threads, month-old sessions and old logs go."""
-    monkeypatch.setattr(retention, "VACUUM_MIN_FREE_PAGES", 4)
+    monkeypatch.setattr(store_database, "VACUUM_MIN_FREE_PAGES", 4)
     fake_ollama.default = _echo
     await async_setup_house(hass)
     entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)

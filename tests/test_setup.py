@@ -21,7 +21,7 @@ from custom_components.ha_personal_assistant.const import (
     STORAGE_DIR,
 )
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, errors_logged
 
 if TYPE_CHECKING:
     import pytest
@@ -96,6 +96,71 @@ async def test_unload_cancels_a_turn_in_flight(
     assert entry.state is ConfigEntryState.NOT_LOADED
 
 
+def _our_tasks() -> list[asyncio.Task[object]]:
+    """Return the integration's tasks that have not finished."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if not task.done()
+        and (
+            task.get_name().startswith("ha_personal_assistant")
+            or "ha_personal_assistant" in str(task.get_coro())
+        )
+    ]
+
+
+async def test_unload_ends_after_reply_work_and_a_pending_summary_cleanly(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An after-reply task and a summary waiting for quiet: unload, nothing left."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assistant = entry.runtime_data.assistant
+    # Background calls wait for a quiet minute: the summary stays pending.
+    assistant.scheduler.quiet_seconds = 3600
+    started = asyncio.Event()
+
+    async def slow_after_reply(_interaction: object) -> None:
+        # After-reply work still running (a slow write, say) at the unload.
+        started.set()
+        await asyncio.Event().wait()
+
+    assistant.after_reply.append(slow_after_reply)
+    for number in range(3):
+        fake_ollama.reply(f"Answer {number}")
+        await telegram.send_text(f"Question {number}")
+        await telegram.wait_for_sent(number + 1)
+    await started.wait()
+    # /new ends the session: its summary waits for the quiet period.
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(4)
+    await asyncio.sleep(0.1)
+    pending = _our_tasks()
+    names = {task.get_name() for task in pending}
+    assert "ha_personal_assistant after reply" in names
+    assert "ha_personal_assistant summaries" in names
+    assert "ha_personal_assistant learning" in names
+
+    async with asyncio.timeout(10):
+        assert await hass.config_entries.async_unload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.NOT_LOADED
+    assert _our_tasks() == []
+    assert all(task.cancelled() for task in pending)
+    assert _worker_threads() == []
+    assert errors_logged(caplog) == []
+    assert "did not complete in time" not in caplog.text
+    assert "Task was destroyed" not in caplog.text
+    assert not [
+        r
+        for r in fake_ollama.chat_requests
+        if r["messages"][-1]["content"].startswith("[Summary request")
+    ]
+
+
 async def test_the_conversation_survives_a_reload(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
@@ -113,9 +178,11 @@ async def test_the_conversation_survives_a_reload(
     fake_ollama.reply("Tom.")
     await telegram.send_text("What is my cat called?")
     await telegram.wait_for_sent(2)
-    contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
-    assert any(c.startswith("My cat is called Tom") for c in contents)
-    assert "Nice to meet you, Tom's owner." in contents
+    messages = fake_ollama.chat_requests[-1]["messages"]
+    contents = [m["content"] for m in messages]
+    seen = [(m["role"], m["content"][-80:]) for m in messages[1:]]
+    assert any(c.startswith("My cat is called Tom") for c in contents), seen
+    assert "Nice to meet you, Tom's owner." in contents, seen
 
 
 async def test_a_missing_model_still_loads_and_explains_itself(
@@ -223,3 +290,44 @@ async def test_a_corrupt_database_is_replaced_and_reported(
     fake_ollama.reply("Still here.")
     await telegram.send_text("Hello")
     assert (await telegram.wait_for_sent(1))[0]["text"] == "Still here."
+
+
+async def test_removing_the_last_entry_deletes_its_data_but_not_the_documents(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """The databases go with the last entry; the household's own files stay."""
+    await async_setup_house(hass)
+    first = await async_setup_assistant(hass, fake_ollama)
+    folder = Path(hass.config.path(STORAGE_DIR))
+    documents = folder / "documents"
+
+    def add_document() -> None:
+        documents.mkdir(exist_ok=True)
+        (documents / "manual.md").write_text("The boiler manual.", encoding="utf-8")
+
+    await hass.async_add_executor_job(add_document)
+    second = MockConfigEntry(
+        domain=DOMAIN,
+        title="second",
+        unique_id="http://192.0.2.1:11434",
+        data=dict(first.data),
+        options=dict(first.options),
+    )
+    second.add_to_hass(hass)
+    fake_ollama.reply("Hi.")
+    await telegram.send_text("Hello")
+    await telegram.wait_for_sent(1)
+
+    def names() -> set[str]:
+        return {path.name for path in folder.iterdir()} if folder.exists() else set()
+
+    # Another entry remains: nothing is deleted.
+    assert await hass.config_entries.async_remove(second.entry_id)
+    assert {DATABASE_FILE, CHECKPOINT_FILE} <= await hass.async_add_executor_job(names)
+    assert await hass.config_entries.async_remove(first.entry_id)
+    await hass.async_block_till_done()
+    left = await hass.async_add_executor_job(names)
+    assert left == {"documents"}
+    assert await hass.async_add_executor_job(
+        (documents / "manual.md").read_text, "utf-8"
+    ) == ("The boiler manual.")

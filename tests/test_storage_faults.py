@@ -15,6 +15,8 @@ import logging
 import sqlite3
 import threading
 import time
+from contextlib import closing
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -22,6 +24,10 @@ import pytest
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import EVENT_CALL_SERVICE
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    async_fire_time_changed,
+)
 
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
@@ -391,6 +397,55 @@ async def test_a_database_locked_at_startup_is_kept_and_used(
     assert not list(path.parent.glob("*.corrupt-*"))
     assert _issue(hass, "database_recreated") is None
     await asyncio.sleep(2.1)  # the back-off after the fault
+    fake_ollama.reply("Remembered.")
+    assert await _ask(telegram, "What is my cat called?") == "Remembered."
+    assert REMEMBERED in _prompt_text(fake_ollama)
+
+
+async def test_storage_busy_at_setup_retries_and_then_loads(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A migration blocked by another program's lock: setup retried, then loads.
+
+    After an update the schema must be migrated, which needs the write lock:
+    while a backup holds it, setup stops with "storage is busy" (the file is
+    kept as it is) and Home Assistant sets the entry up again later.
+    """
+    entry = await _start(hass, fake_ollama, telegram)
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    path = _path(hass, "database")
+    # The database as the previous version left it: one migration to go.
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP TABLE tasks")
+        conn.execute(f"PRAGMA user_version = {db_module.SCHEMA_VERSION - 1}")
+        conn.commit()
+    # Give up on the lock within a fraction of a second instead of ten.
+    monkeypatch.setattr(db_module, "OPEN_TIMEOUT", 0.3)
+    monkeypatch.setattr(
+        db_module,
+        "WAL_PRAGMAS",
+        tuple(
+            "PRAGMA busy_timeout=300" if p.startswith("PRAGMA busy_timeout") else p
+            for p in db_module.WAL_PRAGMAS
+        ),
+    )
+    async with FileLock(path, seconds=30):
+        await hass.config_entries.async_setup(entry.entry_id)
+        await hass.async_block_till_done()
+        assert entry.state is ConfigEntryState.SETUP_RETRY
+        assert "storage cannot be opened right now" in str(entry.reason)
+    assert not list(path.parent.glob("*.corrupt-*"))
+    # Home Assistant tries again on its own; the lock is gone by then.
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(minutes=5))
+    await _wait_for(lambda: entry.state is ConfigEntryState.LOADED)
+    await hass.async_block_till_done()
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == (
+            db_module.SCHEMA_VERSION
+        )
     fake_ollama.reply("Remembered.")
     assert await _ask(telegram, "What is my cat called?") == "Remembered."
     assert REMEMBERED in _prompt_text(fake_ollama)

@@ -71,6 +71,7 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
         "get_state",
         "list_entities",
         "call_service",
+        "get_history",
         "web_search",
         "remember",
         "forget",
@@ -201,25 +202,24 @@ async def test_get_state_and_list_entities_see_only_exposed_entities(
     await telegram.send_text("What lights are there?")
     await telegram.wait_for_sent(1)
     listed, lock, hidden = tool_results(fake_ollama.chat_requests[-1])
-    ids = [e["entity_id"] for e in json.loads(listed)["entities"]]
-    assert ids == ["light.bed_light", "light.kitchen_lights"]
+    ids = [e.split(" | ")[0] for e in json.loads(listed)["entities"]]
+    # The lights that are on first, then those that are off.
+    assert sorted(ids) == ["light.bed_light", "light.kitchen_lights"]
+    states = [e.split(" | ")[2] for e in json.loads(listed)["entities"]]
+    assert states == sorted(states, key=lambda state: state == "off")
     assert json.loads(lock)["state"] == hass.states.get("lock.front_door").state
     assert "not an entity you can see" in hidden
 
 
 async def test_a_long_answer_is_split_into_telegram_sized_parts(
     hass: HomeAssistant,
-    assistant: MockConfigEntry,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
     """Nothing of a long answer is lost and every part fits Telegram's limit."""
-    # About 3,600 tokens: more than the default answer cap (num_predict).
-    hass.config_entries.async_update_entry(
-        assistant, options={**assistant.options, CONF_NUM_PREDICT: 8192}
-    )
-    assert await hass.config_entries.async_reload(assistant.entry_id)
-    await hass.async_block_till_done()
+    await async_setup_house(hass)
+    # Room for the whole answer: the fake Ollama stops at num_predict words.
+    await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_PREDICT: 4096})
     paragraphs = [f"Paragraph {i}: " + "lorem ipsum " * 150 for i in range(8)]
     fake_ollama.reply("\n\n".join(paragraphs))
     await telegram.send_text("Tell me a long story")

@@ -22,6 +22,7 @@ from custom_components.ha_personal_assistant.tokens import (
     estimate_tokens,
 )
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
+from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 
 from .token_samples import LANGUAGES, TOKENIZERS, intent_responses, translation_strings
@@ -71,7 +72,10 @@ def test_the_estimate_is_at_most_five_percent_short_at_p95(
 def test_tool_schemas_and_a_chat_are_not_under_counted(tokenizer: str) -> None:
     """The JSON the model reads for its tools, and a chat in five languages."""
     encode = _tokenizer(tokenizer).encode
-    schemas = [tool.schema() for tool in (*HA_TOOLS, *memory_tools(None))]  # type: ignore[arg-type]
+    schemas = [
+        tool.schema()
+        for tool in (*HA_TOOLS, *HISTORY_TOOLS, *memory_tools(None))  # type: ignore[arg-type]
+    ]
     whole = json.dumps(schemas, ensure_ascii=False, separators=(",", ":"))
     assert estimate_json_tokens(schemas) >= len(encode(whole))
     for schema in schemas:

@@ -20,6 +20,7 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.tasks.tools import task_tools
 from custom_components.ha_personal_assistant.tools.documents import document_tools
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
+from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tools.registry import ToolSpec
 from custom_components.ha_personal_assistant.tools.web import web_tools
@@ -37,6 +38,7 @@ ALL_TOOLS = (
     "get_state",
     "list_entities",
     "call_service",
+    "get_history",
     "web_search",
     "search_documents",
     "remember",
@@ -52,6 +54,7 @@ def _specs() -> list[ToolSpec]:
     """Every tool the registry can hold (handlers are never called here)."""
     return [
         *HA_TOOLS,
+        *HISTORY_TOOLS,
         *web_tools(None),  # type: ignore[arg-type]
         *document_tools(None),  # type: ignore[arg-type]
         *memory_tools(None),  # type: ignore[arg-type]

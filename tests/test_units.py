@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -29,9 +30,6 @@ from custom_components.ha_personal_assistant.store.database import (
     Database,
 )
 from custom_components.ha_personal_assistant.telegram import split_message
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def test_short_reply_is_one_part() -> None:
@@ -213,6 +211,33 @@ async def test_a_corrupt_database_is_moved_aside_and_recreated(tmp_path: Path) -
         assert db.recreated_from.read_bytes().startswith(b"this is not")
         session = await db.async_current_session("chat", 1.0, 60)
         assert session.is_new
+    finally:
+        await db.async_close()
+        executor.shutdown()
+
+
+def _open_files() -> set[str]:
+    """Return the paths this process holds open (Linux)."""
+    return {str(fd.resolve()) for fd in Path("/proc/self/fd").iterdir()}
+
+
+async def test_opening_a_damaged_file_leaves_no_connection_open(
+    tmp_path: Path,
+) -> None:
+    """The connection that found the damage is closed, not left to the GC.
+
+    (Left open, it surfaced as "ResourceWarning: unclosed database" in
+    whichever later test the garbage collector ran.)
+    """
+    path = tmp_path / "assistant.db"
+    path.write_bytes(b"this is not a database" * 100)
+    executor = BlockingExecutor()
+    db = Database(path, executor)
+    try:
+        await db.async_open()
+        assert db.recreated_from is not None
+        # Nothing holds the damaged file (moved aside) open.
+        assert str(db.recreated_from) not in _open_files()
     finally:
         await db.async_close()
         executor.shutdown()

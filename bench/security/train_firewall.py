@@ -1,4 +1,4 @@
-"""Train the firewall's injection model and write its weights into the integration.
+"""Train the firewall's injection model and write its file into the integration.
 
 The model is a logistic regression over hashed features (the firewall's own
 pattern cues, words, word pairs and letter sequences; see
@@ -14,8 +14,14 @@ hands (set 5 and the training sets in ``train/``) while they lose at most
 ``TARGET_FP`` of their benign texts on average; the final model (trained on
 everything) keeps them.
 
-Run: ``.venv/bin/python bench/security/train_firewall.py`` (``--cv-only``
-prints the leave-one-set-out figures without writing weights). Knobs for
+Run: ``.venv/bin/python bench/security/train_firewall.py`` (about ten
+minutes on two cores; ``--cv-only`` prints the leave-one-set-out figures
+without writing weights). It writes
+``custom_components/ha_personal_assistant/security/injection_model.bin``: the
+int8 weight codes, the parameters and the feature settings, with the SHA-256
+checksum the integration checks on loading (format in
+``security/injection_model.py``). Commit the file; the integration refuses
+one whose checksum, version or feature settings do not match. Knobs for
 experiments, from the environment: L2, STEPS, LR, AUGMENT (share of short
 injections also buried in a benign text), EXCLUDE (sets to leave out, by
 name) and FOLDS (only these left-out folds).
@@ -23,14 +29,12 @@ name) and FOLDS (only these left-out folds).
 
 from __future__ import annotations
 
-import base64
 import json
 import multiprocessing
 import os
 import re
 import sys
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +54,7 @@ from custom_components.ha_personal_assistant.security.firewall import (  # noqa:
 )
 
 DATA = Path(__file__).resolve().parent
-WEIGHTS = ROOT / "custom_components/ha_personal_assistant/security/injection_weights.py"
+MODEL_FILE = im.MODEL_FILE
 # The labelled sets: (name, file of injections, file of benign texts).
 SETS: tuple[tuple[str, str, str], ...] = (
     ("dev", "injections.jsonl", "benign_texts.jsonl"),
@@ -364,25 +368,19 @@ def dequantize(codes: np.ndarray, scale: float) -> np.ndarray:
 
 
 def write(w: np.ndarray, b: float, cuts: tuple[float, float]) -> None:
-    """Quantize the weights to int8 and write them as a Python module."""
+    """Quantize the weights to int8 and write the model file, checksum included."""
     quantized, scale = quantize(w)
-    blob = base64.b85encode(zlib.compress(quantized.tobytes(), 9)).decode()
-    lines = [blob[i : i + 84] for i in range(0, len(blob), 84)]
-    body = "\n".join(f'    "{line}"' for line in lines)
-    WEIGHTS.write_text(
-        '"""Weights of the injection model, written by '
-        'bench/security/train_firewall.py."""\n'
-        "\n"
-        "# Generated: do not edit. int8 codes of 2**FEATURE_BITS hashed features,\n"
-        "# zlib-compressed and base85-encoded; code q is the weight\n"
-        "# sign(q) * (q / 127) ** 2 * SCALE.\n"
-        f"SCALE = {scale!r}\n"
-        f"BIAS = {float(b)!r}\n"
-        f"THRESHOLD = {cuts[0]!r}\n"
-        f"STRONG_THRESHOLD = {cuts[1]!r}\n"
-        f"WEIGHTS = (\n{body}\n)\n",
-        encoding="utf-8",
+    MODEL_FILE.write_bytes(
+        im.pack_model(
+            quantized.tobytes(),
+            scale=scale,
+            bias=float(b),
+            threshold=float(cuts[0]),
+            strong_threshold=float(cuts[1]),
+        )
     )
+    # Read back as the integration does: the file checks out.
+    im.read_model(MODEL_FILE)
 
 
 def main() -> None:
@@ -412,7 +410,7 @@ def main() -> None:
     )
     print(f"int8 weights change {flips} of {len(data)} decisions on the training sets")
     write(w, b, cuts)
-    print(f"weights written to {WEIGHTS.relative_to(ROOT)}")
+    print(f"model written to {MODEL_FILE.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from typing import TYPE_CHECKING, Final
 
@@ -13,19 +14,30 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
-from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
+from .const import (
+    CHECKPOINT_FILE,
+    CONF_MODEL,
+    CONF_OLLAMA_URL,
+    DATABASE_FILE,
+    DOMAIN,
+    LOGGER,
+)
 from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import async_check_policy, async_delete_policy_issue
+from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .services import async_setup_services
 from .store.shared import (
     async_acquire_storage,
     async_release_storage,
     async_shutdown_storage,
+    storage_dir,
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from homeassistant.core import Event, HomeAssistant
     from homeassistant.helpers.typing import ConfigType
 
@@ -66,6 +78,9 @@ async def async_setup_entry(
 
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
+    # The firewall's model file, read once per process in the executor before
+    # any text is checked (a bad file is logged; the patterns then decide).
+    await async_load_model(hass)
     async_check_policy(hass, entry)
     # Every service call runs as an HA user: the mapped one, else this one.
     await async_ensure_acting_user(hass)
@@ -141,8 +156,11 @@ async def async_unload_entry(
     if (tasks := entry.runtime_data.tasks) is not None:
         # Firings write to the database: ended before it closes.
         await tasks.async_stop()
-    # Pruning and summaries write to the storage: end them before it closes.
-    if maintenance := entry.runtime_data.maintenance:
+    # Pruning, after-reply work (history, summaries, learning) writes to the
+    # storage: end it before it closes. Work that ends may start more (a
+    # learned turn starts the learner): cancelled in the next round.
+    maintenance = entry.runtime_data.maintenance
+    while maintenance:
         for task in maintenance:
             task.cancel()
         await asyncio.wait(set(maintenance))
@@ -156,7 +174,33 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue; with the last entry, the HA user it acted as."""
+    """Drop the entry's repair issue; with the last entry, the user and the data.
+
+    Removing the last Personal Assistant entry deletes what the integration
+    wrote: its two databases (conversations, profiles, pending confirmations,
+    logs, the document index), their journals and any damaged copies it set
+    aside, and the Home Assistant user it acted as. The documents folder holds
+    the household's own files: it is kept (and the folder with it).
+    """
     async_delete_policy_issue(hass, entry.entry_id)
     if not hass.config_entries.async_entries(DOMAIN):
         await async_remove_acting_user(hass)
+        removed = await hass.async_add_executor_job(remove_data, storage_dir(hass))
+        LOGGER.info("Removed the assistant's data: %s", ", ".join(removed) or "none")
+
+
+def remove_data(folder: Path) -> list[str]:
+    """Delete the integration's own files in ``folder``; blocking (executor)."""
+    removed: list[str] = []
+    if not folder.is_dir():
+        return removed
+    for database in (DATABASE_FILE, CHECKPOINT_FILE):
+        for path in sorted(folder.glob(f"{database}*")):
+            # The file, its -wal and -shm journals and .corrupt-<time> copies.
+            if path.is_file():
+                path.unlink()
+                removed.append(path.name)
+    with contextlib.suppress(OSError):
+        # Only when nothing of the household's is left in it.
+        folder.rmdir()
+    return removed

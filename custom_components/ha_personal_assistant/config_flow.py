@@ -84,6 +84,7 @@ from .ollama_api import (
     url_without_credentials,
 )
 from .repairs import async_update_policy_issue
+from .security.people import ALLOWED_CHAT_SUBENTRY
 from .security.permissions import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
@@ -98,6 +99,7 @@ if TYPE_CHECKING:
     # At run time HA aliases voluptuous to probatio, whose types HA's flow
     # helpers expect; the voluptuous stubs would not match them.
     import probatio as vol
+    from homeassistant.core import HomeAssistant
 else:
     import voluptuous as vol
 
@@ -162,8 +164,23 @@ OPTIONS_SCHEMA = vol.Schema(
 )
 
 
-# The form section holding the permission policy; its fields are stored flat.
-SECTION_PERMISSIONS: Final = "permissions"
+# HA's Telegram bot integration, whose allowed chats name the people.
+TELEGRAM_DOMAIN: Final = "telegram_bot"
+
+# The permission policy, one folded form section per list: a section shows
+# its name as a heading over the list and its description under it (a chip
+# list shows its own label only on its add button). The fields are stored
+# flat, next to the other options.
+SECTION_CONFIRM: Final = "confirm"
+SECTION_BLOCKED: Final = "blocked"
+SECTION_SCRIPTS: Final = "scripts"
+SECTION_ADMINS: Final = "admins"
+PERMISSION_SECTIONS: Final = {
+    SECTION_CONFIRM: CONF_CONFIRM_SERVICES,
+    SECTION_BLOCKED: CONF_BLOCKED_SERVICES,
+    SECTION_SCRIPTS: CONF_ALLOWED_SCRIPTS,
+    SECTION_ADMINS: CONF_ADMIN_USER_IDS,
+}
 
 
 def _entry_selector(entries: Iterable[str]) -> SelectSelector:
@@ -178,72 +195,102 @@ def _entry_selector(entries: Iterable[str]) -> SelectSelector:
     )
 
 
+def _folded(field: str, selector: Any) -> section:
+    """Return a folded form section holding one optional field."""
+    return section(
+        vol.Schema({vol.Optional(field): selector}), SectionConfig(collapsed=True)
+    )
+
+
 def _options_schema(policy: Policy) -> vol.Schema:
-    """Return the options form: general options and a folded permissions section."""
+    """Return the options form: general options and the folded permission lists."""
+    # Optional, so a submission without a section keeps that part of the policy.
     return OPTIONS_SCHEMA.extend(
         {
-            # Optional, so a submission without the section keeps the policy.
-            vol.Optional(SECTION_PERMISSIONS): section(
-                vol.Schema(
-                    {
-                        vol.Optional(CONF_CONFIRM_SERVICES): _entry_selector(
-                            DEFAULT_CONFIRM_SERVICES | policy.confirm
-                        ),
-                        vol.Optional(CONF_BLOCKED_SERVICES): _entry_selector(
-                            DEFAULT_BLOCKED_SERVICES | policy.blocked
-                        ),
-                        vol.Optional(CONF_ALLOWED_SCRIPTS): EntitySelector(
-                            EntitySelectorConfig(domain=SCRIPT, multiple=True)
-                        ),
-                        vol.Optional(CONF_ADMIN_USER_IDS): TextSelector(
-                            TextSelectorConfig(
-                                type=TextSelectorType.TEXT, multiple=True
-                            )
-                        ),
-                    }
+            vol.Optional(SECTION_CONFIRM): _folded(
+                CONF_CONFIRM_SERVICES,
+                _entry_selector(DEFAULT_CONFIRM_SERVICES | policy.confirm),
+            ),
+            vol.Optional(SECTION_BLOCKED): _folded(
+                CONF_BLOCKED_SERVICES,
+                _entry_selector(DEFAULT_BLOCKED_SERVICES | policy.blocked),
+            ),
+            vol.Optional(SECTION_SCRIPTS): _folded(
+                CONF_ALLOWED_SCRIPTS,
+                EntitySelector(EntitySelectorConfig(domain=SCRIPT, multiple=True)),
+            ),
+            vol.Optional(SECTION_ADMINS): _folded(
+                CONF_ADMIN_USER_IDS,
+                TextSelector(
+                    TextSelectorConfig(type=TextSelectorType.TEXT, multiple=True)
                 ),
-                SectionConfig(collapsed=True),
             ),
         }
     )
 
 
 def _suggested_permissions(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the permissions section prefilled: stored values, else the defaults."""
+    """Return the permission sections prefilled: stored values, else the defaults."""
     policy = Policy.from_options(options)
     return {
-        CONF_CONFIRM_SERVICES: sorted(policy.confirm),
-        CONF_BLOCKED_SERVICES: sorted(policy.blocked),
-        CONF_ALLOWED_SCRIPTS: sorted(policy.allowed_scripts),
-        CONF_ADMIN_USER_IDS: [
-            str(user_id) for user_id in options.get(CONF_ADMIN_USER_IDS, [])
-        ],
+        SECTION_CONFIRM: {CONF_CONFIRM_SERVICES: sorted(policy.confirm)},
+        SECTION_BLOCKED: {CONF_BLOCKED_SERVICES: sorted(policy.blocked)},
+        SECTION_SCRIPTS: {CONF_ALLOWED_SCRIPTS: sorted(policy.allowed_scripts)},
+        SECTION_ADMINS: {
+            CONF_ADMIN_USER_IDS: [
+                str(user_id) for user_id in options.get(CONF_ADMIN_USER_IDS, [])
+            ]
+        },
     }
 
 
-def _parse_permissions(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the permission options from the submitted section.
+def _parse_permission(field: str, values: list[str]) -> Any:
+    """Return the stored value of a submitted permission list.
 
-    Raise ValueError with the form error key when an entry is malformed. An
-    emptied field arrives without its key, so a missing key is an empty list.
+    Raise ValueError with the form error key when an entry is malformed.
     """
+    if field == CONF_ALLOWED_SCRIPTS:
+        return sorted(set(values))
+    if field == CONF_ADMIN_USER_IDS:
+        try:
+            return _parse_user_ids(values)
+        except ValueError as err:
+            error = "invalid_user_id"
+            raise ValueError(error) from err
     try:
-        confirm = parse_entries(values.get(CONF_CONFIRM_SERVICES, []))
-        blocked = parse_entries(values.get(CONF_BLOCKED_SERVICES, []))
+        return parse_entries(values)
     except ValueError as err:
         error = "invalid_service"
         raise ValueError(error) from err
-    try:
-        admins = _parse_user_ids(values.get(CONF_ADMIN_USER_IDS, []))
-    except ValueError as err:
-        error = "invalid_user_id"
-        raise ValueError(error) from err
-    return {
-        CONF_CONFIRM_SERVICES: confirm,
-        CONF_BLOCKED_SERVICES: blocked,
-        CONF_ALLOWED_SCRIPTS: sorted(set(values.get(CONF_ALLOWED_SCRIPTS, []))),
-        CONF_ADMIN_USER_IDS: admins,
-    }
+
+
+def _telegram_names(hass: HomeAssistant) -> dict[int, str]:
+    """Return people's names by Telegram user id, as the Telegram bot knows them.
+
+    A private chat's id is its user's id, and telegram_bot titles each allowed
+    chat with the name Telegram gave it when the chat was added.
+    """
+    names: dict[int, str] = {}
+    for bot_entry in hass.config_entries.async_entries(TELEGRAM_DOMAIN):
+        for subentry in bot_entry.subentries.values():
+            chat_id = subentry.data.get("chat_id")
+            title = subentry.title.strip()
+            if (
+                subentry.subentry_type == ALLOWED_CHAT_SUBENTRY
+                and isinstance(chat_id, int)
+                and chat_id > 0
+                and title
+                and title != str(chat_id)
+            ):
+                names.setdefault(chat_id, title)
+    return names
+
+
+def person_label(telegram_id: int, names: Mapping[int, str]) -> str:
+    """Return how a Telegram user is shown: the name and the id, else the id."""
+    if name := names.get(telegram_id):
+        return f"{name} ({telegram_id})"
+    return str(telegram_id)
 
 
 def default_options() -> dict[str, Any]:
@@ -564,18 +611,25 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
         errors: dict[str, str] = {}
         current = {**default_options(), **self.config_entry.options}
         if user_input is not None:
-            general = {k: v for k, v in user_input.items() if k != SECTION_PERMISSIONS}
+            general = {
+                k: v for k, v in user_input.items() if k not in PERMISSION_SECTIONS
+            }
             permissions: dict[str, Any] = {}
             try:
                 allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))
             except ValueError:
                 errors[CONF_ALLOWED_USER_IDS] = "invalid_user_id"
-            if (section_input := user_input.get(SECTION_PERMISSIONS)) is not None:
+            for name, field in PERMISSION_SECTIONS.items():
+                if (section_input := user_input.get(name)) is None:
+                    continue
                 try:
-                    permissions = _parse_permissions(section_input)
+                    # An emptied field arrives without its key: an empty list.
+                    permissions[field] = _parse_permission(
+                        field, section_input.get(field, [])
+                    )
                 except ValueError as err:
                     # The frontend shows a section's error above the section.
-                    errors[SECTION_PERMISSIONS] = str(err)
+                    errors[name] = str(err)
             if not errors:
                 # Start from the current options so keys edited elsewhere survive.
                 self._options = {
@@ -595,7 +649,7 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 CONF_ALLOWED_USER_IDS: [
                     str(user_id) for user_id in current[CONF_ALLOWED_USER_IDS]
                 ],
-                SECTION_PERMISSIONS: _suggested_permissions(current),
+                **_suggested_permissions(current),
             }
         return self.async_show_form(
             step_id="init",
@@ -621,12 +675,23 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
     async def async_step_user_mapping(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Link each allowed Telegram user to a Home Assistant user."""
+        """Link each allowed Telegram user to a Home Assistant user.
+
+        Each field is labelled with the person's name where the Telegram bot
+        knows it, and always with the id, which is what is stored. The label is
+        the field's key: a form field shows its key when no translation names
+        it, and these fields are one per person.
+        """
+        names = _telegram_names(self.hass)
+        people = {
+            person_label(telegram_id, names): str(telegram_id)
+            for telegram_id in self._options[CONF_ALLOWED_USER_IDS]
+        }
         if user_input is not None:
             self._options[CONF_USER_MAPPING] = {
-                telegram_id: user_id
-                for telegram_id, user_id in user_input.items()
-                if user_id
+                people[label]: user_id
+                for label, user_id in user_input.items()
+                if user_id and label in people
             }
             return self._async_save()
         users = [
@@ -637,12 +702,7 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
         user_selector = SelectSelector(
             SelectSelectorConfig(options=users, mode=SelectSelectorMode.DROPDOWN)
         )
-        schema = vol.Schema(
-            {
-                vol.Optional(str(telegram_id)): user_selector
-                for telegram_id in self._options[CONF_ALLOWED_USER_IDS]
-            }
-        )
+        schema = vol.Schema({vol.Optional(label): user_selector for label in people})
         known_users = {user["value"] for user in users}
         current: Mapping[str, str] = self.config_entry.options.get(
             CONF_USER_MAPPING, {}
@@ -652,9 +712,9 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
             data_schema=self.add_suggested_values_to_schema(
                 schema,
                 {
-                    telegram_id: user_id
-                    for telegram_id, user_id in current.items()
-                    if user_id in known_users
+                    label: current[telegram_id]
+                    for label, telegram_id in people.items()
+                    if current.get(telegram_id) in known_users
                 },
             ),
         )

@@ -98,6 +98,10 @@ CHUNK_OVERLAP: Final = 200
 EMBED_BATCH: Final = 16
 EMBED_TIMEOUT: Final = 120  # seconds for one batch of embeddings
 MAX_DOCUMENT_CHARS: Final = 500_000
+# add_document answers once the document is searchable, or after this many
+# seconds (a long document on a slow server, or Ollama down) saying it is
+# queued; the rest is embedded in the background and search says so.
+ADD_DOCUMENT_WAIT: Final = 30.0
 MAX_DOCUMENT_TITLE_CHARS: Final = 200
 MAX_FILE_BYTES: Final = 2_000_000
 QUERY_CACHE_SIZE: Final = 128

@@ -429,9 +429,14 @@ class EntityIndex:
         visible = exposed_states(hass) if states is None else states
         self._refresh(hass, visible, domain_names or {})
         kinds: dict[str, set[int]] = {}
+        # Each word of the entity's own name the message uses counts: "front
+        # door" ranks the front door above the back door.
+        name_words: dict[str, int] = {}
         for keyword in self._keywords.found(message):
             for entity_id, score in self._by_keyword.get(keyword, ()):
                 kinds.setdefault(entity_id, set()).add(score)
+                if score == NAME_SCORE:
+                    name_words[entity_id] = name_words.get(entity_id, 0) + 1
         always: list[EntityLine] = []
         relevant: list[EntityLine] = []
         rest: list[EntityLine] = []
@@ -442,8 +447,11 @@ class EntityIndex:
                 cached = (state, *self._line(state))
                 lines[state.entity_id] = cached
             _state, text, is_always, short = cached
-            # Each kind of match counts once: "kitchen light" beats "light".
+            # Each kind of match counts once ("kitchen light" beats "light"),
+            # and each further word of the name once more.
             score = sum(kinds[state.entity_id]) if state.entity_id in kinds else 0
+            if (extra := name_words.get(state.entity_id, 0) - 1) > 0:
+                score += NAME_SCORE * extra
             line = EntityLine(state.entity_id, text, score, is_always, short=short)
             if is_always:
                 always.append(line)
@@ -573,8 +581,10 @@ TRIM_TO: Final = 0.5
 # Past this share of its room, a background summary of the older half is
 # written (after the reply, when the chats are quiet), ready for the trim.
 SUMMARIZE_AT: Final = 0.7
-# When not every changed state fits, at most this many matched ones are shown.
-MAX_LIVE_ENTITIES: Final = 15
+# When not every changed state fits, at most this many matched ones are
+# shown: those scoring at least this share of the best match.
+MAX_LIVE_ENTITIES: Final = 10
+BEST_SHARE: Final = 0.75
 # The catalogue (ids, names, areas) may take this share of the request limit.
 CATALOGUE_SHARE: Final = 0.2
 CATALOGUE_HEADER: Final = "Entities you can see (entity_id | name | area):"
@@ -769,7 +779,23 @@ class ContextAssembler:
         )
         shown = _last_shown(history_text)
         known = set(history_text.splitlines())
-        parts = list(turn.header)
+        # The date and the home once per conversation (until they change or
+        # leave the prompt), the time every message, who is asking when it
+        # is not the same person as last time.
+        last_user = next(
+            (
+                line
+                for line in reversed(history_text.splitlines())
+                if line.startswith("User: ")
+            ),
+            None,
+        )
+        parts = [
+            line
+            for line in turn.header
+            if not (line.startswith("Date: ") and line in known)
+            and not (line.startswith("User: ") and line == last_user)
+        ]
         parts.extend(line for line in turn.session if line not in known)
         profile = [
             line
@@ -804,12 +830,11 @@ class ContextAssembler:
             + (counter.count(PROFILE_HEADER) if profile else 0),
         }
         granted = share_out(max(0, allowance - header_cost), demands)
-        if granted["entities"] >= demands["entities"]:
-            entities = changed
-        else:
-            entities = [line for line in changed if line.always or line.score][
-                :MAX_LIVE_ENTITIES
-            ]
+        entities = (
+            changed
+            if granted["entities"] >= demands["entities"]
+            else _best_named(changed, turn.entities)
+        )
         entity_lines = _fit_lines(
             (entity_text(line) for line in entities),
             granted["entities"] - counter.count(ENTITIES_HEADER),
@@ -900,6 +925,30 @@ class ContextAssembler:
         )
 
 
+def _best_named(
+    changed: Sequence[EntityLine], entities: Sequence[EntityLine]
+) -> list[EntityLine]:
+    """Return the lines worth sending when not every changed state fits.
+
+    Who is home, and the entities the message names best (ties and near ties
+    of the best score). A message whose best words fit more than
+    MAX_LIVE_ENTITIES entities alike ("which lights are on?" in a house of
+    a hundred lights, where "light" is in every name) names none in
+    particular: list_entities answers that in full, better than an arbitrary
+    ten here, and the turn costs no state lines the answer cannot use.
+    """
+    best = max((line.score for line in entities), default=0)
+
+    def is_named(line: EntityLine) -> bool:
+        return not line.always and bool(line.score) and line.score >= best * BEST_SHARE
+
+    named = [line for line in changed if is_named(line)]
+    if sum(1 for line in entities if is_named(line)) > MAX_LIVE_ENTITIES:
+        named = []
+    always = [line for line in changed if line.always]
+    return [*always, *named][:MAX_LIVE_ENTITIES]
+
+
 def _document_messages(query: str, documents: Sequence[str]) -> list[AnyMessage]:
     """Return retrieved untrusted chunks as if the model had searched for them."""
     source = ["documents found for your message"]
@@ -978,9 +1027,13 @@ def _message_cost(counter: TokenCounter) -> Callable[[AnyMessage], int]:
 
 
 def describe_moment(_hass: HomeAssistant, user_name: str | None) -> list[str]:
-    """Return the lines every message carries: the time and who is asking."""
+    """Return the lines of a message's header: date, time and who is asking.
+
+    The date and the user are repeated only when they change (see
+    ContextAssembler._live); the time comes with every message.
+    """
     now = dt_util.now()
-    lines = [f"Time: {now:%Y-%m-%d %H:%M} ({now:%A})"]
+    lines = [f"Date: {now:%Y-%m-%d} ({now:%A})", f"Time: {now:%H:%M}"]
     if user_name:
         lines.append(f"User: {_one_line(user_name)}")
     return lines

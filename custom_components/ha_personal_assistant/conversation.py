@@ -12,8 +12,8 @@ from homeassistant.components.conversation.models import AbstractConversationAge
 from homeassistant.const import MATCH_ALL
 from homeassistant.helpers import intent
 
-from .assistant import Speaker
 from .entity import PersonalAssistantEntity
+from .models import Speaker
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator

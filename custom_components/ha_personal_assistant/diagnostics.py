@@ -52,6 +52,11 @@ def _package_version(name: str) -> str | None:
         return None
 
 
+# Read once, when HA imports this platform (in its executor): reading a
+# package's metadata opens files, which must not happen on the event loop.
+PACKAGE_VERSIONS: Final = {name: _package_version(name) for name in PACKAGES}
+
+
 def _counts(conn: sqlite3.Connection) -> dict[str, int]:
     """Count the rows of every table; their contents stay in the database."""
     names = [
@@ -116,7 +121,7 @@ async def async_get_config_entry_diagnostics(
             "home_assistant": HA_VERSION,
             "python": platform.python_version(),
             "sqlite": sqlite3.sqlite_version,
-            **{name: _package_version(name) for name in PACKAGES},
+            **PACKAGE_VERSIONS,
         },
         "entry": {
             "title": entry.title,

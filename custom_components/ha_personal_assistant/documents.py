@@ -9,7 +9,7 @@ import re
 import sqlite3
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.components.homeassistant.exposed_entities import (
@@ -51,6 +51,8 @@ if TYPE_CHECKING:
     from .store.database import Database
     from .store.vectors import VectorStore
 
+# search_documents names at most this many documents still being embedded.
+INDEXING_LISTED: Final = 5
 # Document hits at or above this similarity may enter the context on their own.
 AUTO_CONTEXT_MIN_SCORE: Final = 0.45
 # After what is exposed, named or placed changes, HA knowledge is rebuilt
@@ -91,6 +93,22 @@ class AddResult:
     document_id: int
     chunks: int
     duplicate: bool
+    # Chunks searchable when the call returned (all of them unless it is queued).
+    embedded: int = 0
+
+    @property
+    def searchable(self) -> bool:
+        """Tell whether every chunk of the document can be found."""
+        return self.embedded >= self.chunks
+
+
+@dataclass(frozen=True, slots=True)
+class Indexing:
+    """A document whose chunks are not all embedded yet."""
+
+    title: str
+    ready: int
+    chunks: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,8 +528,14 @@ class DocumentIndex:
 
     # ------------------------------------------------------------------ write
 
-    async def async_add(self, title: str, content: str) -> AddResult:
-        """Add a document; the same title is replaced, the same content kept once."""
+    async def async_add(
+        self, title: str, content: str, *, wait: float = 0.0
+    ) -> AddResult:
+        """Add a document; the same title is replaced, the same content kept once.
+
+        Waits up to ``wait`` seconds for its chunks to be embedded (searchable);
+        the result says how many were.
+        """
         now = time.time()
 
         def _add(conn: sqlite3.Connection) -> AddResult:
@@ -538,9 +562,74 @@ class DocumentIndex:
 
         async with self._sync_lock:
             result = await self.database.async_run(_add, timeout=MAINTENANCE_TIMEOUT)
-        if not result.duplicate:
-            self._kick()
-        return result
+        # A duplicate may still wait for its vectors (Ollama was down).
+        self._kick()
+        embedded = await self.async_wait_embedded(result.document_id, wait)
+        return replace(result, embedded=embedded)
+
+    async def async_wait_embedded(self, document_id: int, timeout: float) -> int:  # noqa: ASYNC109 - a bound, not a cancel scope
+        """Wait up to ``timeout`` s until a document's chunks are searchable.
+
+        Returns how many are. Ends early when embedding fails (Ollama or the
+        model is unavailable): the chunks stay queued for the next attempt.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            ready, total = await self.database.async_run(
+                functools.partial(self._embedded_of, document_id=document_id)
+            )
+            if ready >= total or self._stopped:
+                return ready
+            left = deadline - loop.time()
+            worker = self._worker
+            if left <= 0 or worker is None:
+                return ready
+            if worker.done():
+                if self.embed_error is not None:
+                    return ready
+                # Finished just before this document's chunks were added.
+                self._kick()
+                continue
+            # Not cancelled with this call: the embedder goes on in the background.
+            await asyncio.wait([worker], timeout=left)
+
+    def _embedded_of(
+        self, conn: sqlite3.Connection, *, document_id: int
+    ) -> tuple[int, int]:
+        """Return how many of a document's chunks have a vector, and how many exist."""
+        row = conn.execute(
+            "SELECT COUNT(v.chunk_id), COUNT(c.id) FROM rag_chunks c"
+            " LEFT JOIN rag_vectors v ON v.chunk_id = c.id AND v.model = ?"
+            " WHERE c.document_id = ?",
+            (self.model, document_id),
+        ).fetchone()
+        return int(row[0]), int(row[1])
+
+    async def async_indexing(self) -> list[Indexing]:
+        """Return the documents and files not fully searchable yet (oldest first)."""
+        busy = any(
+            task is not None and not task.done()
+            for task in (self._starter, self._worker)
+        )
+        if not busy and self.embed_error is None:
+            # The embedder ran to the end and nothing was added since.
+            return []
+
+        def _read(conn: sqlite3.Connection) -> list[Indexing]:
+            return [
+                Indexing(title=row[0], ready=int(row[1]), chunks=int(row[2]))
+                for row in conn.execute(
+                    "SELECT d.title, COUNT(v.chunk_id), COUNT(c.id)"
+                    " FROM rag_documents d JOIN rag_chunks c ON c.document_id = d.id"
+                    " LEFT JOIN rag_vectors v ON v.chunk_id = c.id AND v.model = ?"
+                    " WHERE d.source != ? GROUP BY d.id"
+                    " HAVING COUNT(v.chunk_id) < COUNT(c.id) ORDER BY d.id LIMIT ?",
+                    (self.model, SOURCE_HA, INDEXING_LISTED),
+                )
+            ]
+
+        return await self.database.async_run(_read)
 
     def _delete(self, conn: sqlite3.Connection, document_ids: Iterable[int]) -> None:
         ids = list(document_ids)

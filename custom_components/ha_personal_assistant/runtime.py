@@ -41,11 +41,11 @@ from .const import (
 )
 from .data import PersonalAssistantData
 from .documents import DocumentIndex
-from .history import HistoryKeeper
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
+from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.shared import storage_dir
 from .store.vectors import VectorStore
@@ -54,6 +54,7 @@ from .tasks.tools import task_tools
 from .telegram import TelegramGateway
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
+from .tools.history import HISTORY_TOOLS
 from .tools.memory import memory_tools
 from .tools.registry import ToolRegistry
 from .tools.web import WEB_SEARCH_OFF, web_tools
@@ -68,9 +69,11 @@ HA_KNOWLEDGE_INTERVAL: Final = timedelta(days=1)
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Coroutine
+    from collections.abc import Callable, Coroutine
 
     from homeassistant.core import HomeAssistant
+    from langchain_core.messages import AIMessage, AnyMessage
+    from langchain_core.runnables import Runnable
 
     from .data import PersonalAssistantConfigEntry
     from .store.shared import SharedStorage
@@ -107,6 +110,38 @@ def build_chat_model(  # noqa: PLR0913 - the model's settings
     )
 
 
+def _bound_models(
+    entry: PersonalAssistantConfigEntry,
+    options: dict[str, Any],
+    schemas: list[dict[str, Any]],
+) -> tuple[
+    Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
+]:
+    """Return the chat model and the background model, tools bound; blocking.
+
+    httpx builds its clients and bind_tools imports LangChain's converters on
+    first use: both run in the executor, never on the event loop. Summaries
+    and learning use the same model, settings and tools (the same cached
+    prefix on the server) with a smaller output cap.
+    """
+    settings: dict[str, Any] = {
+        "num_ctx": int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
+        "keep_alive": int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        "timeout": float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
+    }
+    url, name = entry.data[CONF_OLLAMA_URL], entry.data[CONF_MODEL]
+    chat = build_chat_model(
+        url,
+        name,
+        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+        **settings,
+    )
+    background = build_chat_model(
+        url, name, num_predict=BACKGROUND_NUM_PREDICT, **settings
+    )
+    return bind_model(chat, schemas), bind_model(background, schemas)
+
+
 async def async_build(  # noqa: PLR0915 - the wiring of every part
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
 ) -> PersonalAssistantData:
@@ -114,27 +149,6 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     options: dict[str, Any] = dict(entry.options)
     num_ctx = int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX))
     request_timeout = float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT))
-    keep_alive = int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE))
-    chat_model = await storage.executor.run(
-        build_chat_model,
-        entry.data[CONF_OLLAMA_URL],
-        entry.data[CONF_MODEL],
-        num_ctx=num_ctx,
-        keep_alive=keep_alive,
-        timeout=request_timeout,
-        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
-    )
-    # Summaries and learning: the same model, settings and tools (the same
-    # cached prefix on the server), a smaller output cap.
-    background_model = await storage.executor.run(
-        build_chat_model,
-        entry.data[CONF_OLLAMA_URL],
-        entry.data[CONF_MODEL],
-        num_ctx=num_ctx,
-        keep_alive=keep_alive,
-        timeout=request_timeout,
-        num_predict=BACKGROUND_NUM_PREDICT,
-    )
     # Profiles live in the shared database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
     memory = ProfileMemory(storage.database)
@@ -162,6 +176,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     registry = ToolRegistry(
         [
             *HA_TOOLS,
+            *HISTORY_TOOLS,
             *(web_tools(storage.executor) if web_on else ()),
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
@@ -169,10 +184,13 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         ],
         disabled=disabled,
     )
+    bound, bound_background = await storage.executor.run(
+        _bound_models, entry, options, registry.schemas()
+    )
     assistant = Assistant(
         hass,
         graph=build_graph(storage.checkpoints.saver),
-        model=bind_model(chat_model, registry.schemas()),
+        model=bound,
         registry=registry,
         database=storage.database,
         checkpoints=storage.checkpoints,
@@ -187,7 +205,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         executor=storage.executor,
         scheduler=storage.scheduler,
     )
-    assistant.background_model = bind_model(background_model, registry.schemas())
+    assistant.background_model = bound_background
     confirmations = ConfirmationManager(
         hass,
         storage.database,
@@ -216,15 +234,13 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     gateway.tasks = tasks
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
-
-    @callback
-    def _async_maintain(coro: Coroutine[Any, Any, None], name: str) -> None:
-        task = entry.async_create_background_task(hass, coro, name)
-        maintenance.add(task)
-        task.add_done_callback(maintenance.discard)
+    _async_maintain = _maintainer(hass, entry, maintenance)
+    # After-reply work (history, summaries, learning) holds the database too:
+    # the unload cancels it and waits for it before the storage closes.
+    assistant.spawn = _async_maintain
 
     # History and summaries: written after replies and when the chats are quiet.
-    history = HistoryKeeper(
+    history = SessionKeeper(
         hass,
         storage.database,
         assistant,
@@ -276,6 +292,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # Profile memory: read into each turn's context; learned from after replies.
     assistant.memory = memory
     learner = Learner(hass, entry, memory, assistant)
+    learner.spawn = _async_maintain
     assistant.after_reply.append(learner.async_after_reply)
     entry.async_on_unload(learner.async_start())
     # Turns logged before a restart and not learned from yet.
@@ -291,6 +308,27 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         maintenance=maintenance,
         tasks=tasks,
     )
+
+
+def _maintainer(
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    maintenance: set[asyncio.Task[None]],
+) -> Callable[..., asyncio.Task[None]]:
+    """Return what starts background work that the unload ends, in ``maintenance``."""
+
+    @callback
+    def _async_maintain(
+        coro: Coroutine[Any, Any, None], name: str, *, eager_start: bool = True
+    ) -> asyncio.Task[None]:
+        task = entry.async_create_background_task(
+            hass, coro, name, eager_start=eager_start
+        )
+        maintenance.add(task)
+        task.add_done_callback(maintenance.discard)
+        return task
+
+    return _async_maintain
 
 
 async def _async_requeue(learner: Learner) -> None:

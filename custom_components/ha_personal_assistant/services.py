@@ -10,7 +10,12 @@ from homeassistant.exceptions import ServiceValidationError
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.service import async_register_admin_service
 
-from .const import DOMAIN, MAX_DOCUMENT_CHARS, MAX_DOCUMENT_TITLE_CHARS
+from .const import (
+    ADD_DOCUMENT_WAIT,
+    DOMAIN,
+    MAX_DOCUMENT_CHARS,
+    MAX_DOCUMENT_TITLE_CHARS,
+)
 from .memory.profile import ProfileMemory
 from .store.history import clear_interactions
 
@@ -144,16 +149,26 @@ def _text(value: Any, field: str, limit: int) -> str:
 
 
 async def _async_add_document(call: ServiceCall) -> ServiceResponse:
-    """Store a document; it becomes searchable once embedded in the background."""
+    """Store a document and answer once it is searchable.
+
+    A document that cannot be embedded within ADD_DOCUMENT_WAIT seconds (a
+    long one on a slow server, or Ollama down) is answered as queued: its
+    remaining chunks are embedded in the background, and search_documents
+    says it is still indexing meanwhile.
+    """
     title = " ".join(
         _text(call.data[ATTR_TITLE], ATTR_TITLE, MAX_DOCUMENT_TITLE_CHARS).split()
     )
     content = _text(call.data[ATTR_CONTENT], ATTR_CONTENT, MAX_DOCUMENT_CHARS)
-    result = await _documents(call.hass).async_add(title, content)
+    result = await _documents(call.hass).async_add(
+        title, content, wait=ADD_DOCUMENT_WAIT
+    )
     return {
         "document_id": result.document_id,
         "chunks": result.chunks,
         "duplicate": result.duplicate,
+        "status": "searchable" if result.searchable else "queued",
+        "searchable_chunks": result.embedded,
     }
 
 

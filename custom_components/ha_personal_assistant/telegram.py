@@ -6,6 +6,7 @@ import asyncio
 import secrets
 import sqlite3
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
@@ -13,9 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+import httpx
 from homeassistant.config_entries import SIGNAL_CONFIG_ENTRY_CHANGED, ConfigEntryChange
 from homeassistant.core import ServiceResponse, callback
 from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
@@ -24,13 +27,14 @@ from .agent.prompts import (
     HELP_TEXT,
     REPLY_CONFIRMATION_NOT_STORED,
     REPLY_INTERNAL_ERROR,
+    REPLY_INTERRUPTED,
     REPLY_NEW_SESSION,
     REPLY_STORAGE_UNAVAILABLE,
     REPLY_UNKNOWN_COMMAND,
 )
-from .assistant import Speaker
-from .const import LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
 from .memory.profile import async_memory_command
+from .models import Speaker
 from .security.confirmations import (
     ConfirmationManager,
     DecisionResult,
@@ -39,6 +43,7 @@ from .security.confirmations import (
 )
 from .security.people import NOT_KNOWN_REPLY, is_known
 from .store import search_audit
+from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
 from .tasks.chat import (
     CMD_TASK_CANCEL,
@@ -68,6 +73,26 @@ SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
 PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
+# Delivery of replies. telegram_bot does not retry: its services raise
+# HomeAssistantError on the first error of python-telegram-bot, which, as
+# telegram_bot builds its Bot (an HTTPXRequest, no AIORateLimiter), makes
+# one HTTP request per call and raises RetryAfter for a 429 with
+# retry_after, NetworkError for a 5xx (and a 429 without it) or a transport
+# error, TimedOut for a timeout. The retries below are therefore the only
+# ones, and they never stack. A message is sent at most once: it is sent
+# again only when Telegram certainly did not take it (an error status, a
+# connection that was never made); after a read timeout or a dropped
+# answer it may have arrived, and it is not sent again.
+SEND_ATTEMPTS: Final = 4
+SEND_BACKOFF: Final = 1.0  # seconds before the first retry; doubles each time
+MAX_RETRY_WAIT: Final = 60.0  # seconds a message waits for retries in all
+# Replies in a row that could not be delivered before a repair issue says so.
+UNDELIVERED_ISSUE_AFTER: Final = 3
+ISSUE_UNDELIVERED: Final = "telegram_undelivered"
+# httpx errors raised before the request reached Telegram: safe to send again.
+_NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# A message quoted in the notice after a restart is cut to this many characters.
+QUOTE_CHARS: Final = 60
 CALLBACK_TEXT_LIMIT: Final = 200  # Telegram's limit for a callback answer
 SEARCH_OUTCOMES: Final = defaultdict(
     lambda: "unknown",
@@ -134,6 +159,42 @@ def split_message(text: str, limit: int = TELEGRAM_MESSAGE_LIMIT) -> list[str]:
     if text:
         parts.append(text)
     return parts
+
+
+def retry_delay(err: BaseException) -> float | None:
+    """Return how long to wait before sending again, or None not to retry.
+
+    Read from python-telegram-bot's error under telegram_bot's: RetryAfter
+    gives Telegram's own wait; a NetworkError from an error status, or from
+    a connection that was never made, may be retried after the backoff.
+    Anything that may have reached Telegram (a timeout or a dropped
+    connection after sending), or that a retry cannot fix (a bad request, a
+    blocked bot), is not retried.
+    """
+    cause: BaseException | None = err
+    while cause is not None:
+        name = type(cause).__name__
+        if name == "RetryAfter":
+            with warnings.catch_warnings():
+                # python-telegram-bot warns that it will become a timedelta.
+                warnings.simplefilter("ignore")
+                value = getattr(cause, "retry_after", 0)
+            if isinstance(value, timedelta):
+                return value.total_seconds()
+            return float(value) if isinstance(value, int | float) else 0.0
+        if name in ("NetworkError", "TimedOut"):
+            inner = cause.__cause__
+            if inner is None:
+                # Telegram answered with an error status: nothing was sent.
+                return 0.0 if name == "NetworkError" else None
+            return 0.0 if isinstance(inner, _NOT_SENT) else None
+        cause = cause.__cause__
+    return None
+
+
+def _not_modified(err: BaseException) -> bool:
+    """Tell an edit that changed nothing (the text was already there)."""
+    return "message is not modified" in str(err)
 
 
 def _as_int(value: object) -> int | None:
@@ -305,7 +366,8 @@ class ReplyStream:
         gateway, incoming = self._gateway, self._incoming
         part = split_message(text)[0]
         target = {"config_entry_id": incoming.bot_entry_id, "chat_id": incoming.chat_id}
-        self._shown = text
+        # What the chat shows: set only once Telegram took it, so a failed
+        # edit is made again (at the next tick, or by the final reply).
         if self._drafts:
             sent = await gateway._async_call(  # noqa: SLF001 - the gateway's sender
                 "send_message_draft",
@@ -317,6 +379,7 @@ class ReplyStream:
                 },
             )
             if sent:
+                self._shown = text
                 return
             # Drafts are refused (an older client or chat): edit a message instead.
             self._drafts = False
@@ -335,8 +398,10 @@ class ReplyStream:
             if self._message_id is None:
                 # Nothing to edit: the final reply comes as a new message.
                 self._stop.set()
+            else:
+                self._shown = text
             return
-        await gateway._async_call(  # noqa: SLF001
+        if await gateway._async_call(  # noqa: SLF001
             "edit_message",
             {
                 **target,
@@ -345,7 +410,8 @@ class ReplyStream:
                 "parse_mode": "plain_text",
                 "disable_web_page_preview": True,
             },
-        )
+        ):
+            self._shown = text
 
     @callback
     def close(self) -> None:
@@ -368,7 +434,7 @@ class ReplyStream:
             return
         first, *rest = split_message(reply) or [""]
         if first and first != next(iter(split_message(self._shown)), ""):
-            await gateway._async_call(  # noqa: SLF001
+            edited = await gateway._async_deliver(  # noqa: SLF001
                 "edit_message",
                 {
                     "config_entry_id": incoming.bot_entry_id,
@@ -379,6 +445,10 @@ class ReplyStream:
                     "disable_web_page_preview": True,
                 },
             )
+            if not edited:
+                # The rest after a first part that is not there would read
+                # out of order.
+                return
         if rest:
             await gateway._async_send(incoming, "\n\n".join(rest))  # noqa: SLF001
 
@@ -403,12 +473,18 @@ class TelegramGateway:
         self.confirmations = confirmations
         self.allowed_user_ids = allowed_user_ids
         self.user_mapping = dict(user_mapping)
-        self._queues: dict[str, asyncio.Queue[Incoming]] = {}
+        # Each chat's messages in arrival order, with the task that records
+        # each one (durably, before it is answered).
+        self._queues: dict[
+            str, asyncio.Queue[tuple[Incoming, asyncio.Task[tuple[bool, int | None]]]]
+        ] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._unsubs: list[Callable[[], None]] = []
         # telegram_bot entry id -> unsubscribe from its bot's update signal.
         self._bots: dict[str, Callable[[], None]] = {}
         self._send_failed = False
+        # Replies in a row that could not be delivered, and the last error.
+        self._undelivered = 0
         self.last_latency: float | None = None
         # Reminders, timers and watches (/tasks and its buttons); set by runtime.
         self.tasks: TaskManager | None = None
@@ -445,6 +521,12 @@ class TelegramGateway:
                 name="ha_personal_assistant prune",
                 cancel_on_shutdown=True,
             )
+        )
+        # Messages a stop of Home Assistant left unanswered: say so.
+        self.entry.async_create_background_task(
+            self.hass,
+            self._async_report_interrupted(),
+            "ha_personal_assistant interrupted messages",
         )
 
     @callback
@@ -524,8 +606,16 @@ class TelegramGateway:
                 "ha_personal_assistant button press",
             )
             return
+        # Recorded at once (seen, and in flight until answered), in the
+        # background; the chat's worker waits for it before answering.
+        receipt = self.entry.async_create_task(
+            self.hass,
+            self._async_receive(incoming),
+            "ha_personal_assistant receive",
+            eager_start=True,
+        )
         queue = self._queues.setdefault(incoming.key, asyncio.Queue())
-        queue.put_nowait(incoming)
+        queue.put_nowait((incoming, receipt))
         if incoming.key not in self._workers:
             # Not started eagerly: the worker must be registered before it can
             # finish, or a finished worker would stay registered and the chat
@@ -537,36 +627,47 @@ class TelegramGateway:
                 eager_start=False,
             )
 
-    async def _async_work(self, key: str, queue: asyncio.Queue[Incoming]) -> None:
+    async def _async_work(
+        self,
+        key: str,
+        queue: asyncio.Queue[tuple[Incoming, asyncio.Task[tuple[bool, int | None]]]],
+    ) -> None:
         """Handle a chat's messages one after the other, then end."""
         try:
             while not queue.empty():
-                incoming = queue.get_nowait()
+                incoming, receipt = queue.get_nowait()
+                fresh, in_flight = await receipt
+                if not fresh:
+                    # An edited message or a replayed update: answered once.
+                    LOGGER.debug("Ignoring message %s seen before", incoming.message_id)
+                    continue
                 try:
-                    await self._async_handle(incoming)
+                    await self._async_handle(incoming, in_flight)
                 except asyncio.CancelledError:
+                    # Stopping before the answer went out: the message stays
+                    # in flight, and the next start tells its sender.
                     raise
                 except sqlite3.Error as err:
                     # A command that needs the database (/new, /confirm, ...)
                     # while it is locked or full: nothing was done.
                     LOGGER.debug("Storage unavailable for a command: %s", err)
                     await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
+                    await self._async_answered(in_flight)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
                     await self._async_send(incoming, REPLY_INTERNAL_ERROR)
+                    await self._async_answered(in_flight)
         finally:
             if self._workers.get(key) is asyncio.current_task():
                 del self._workers[key]
             if queue.empty() and self._queues.get(key) is queue:
                 del self._queues[key]
 
-    async def _async_handle(self, incoming: Incoming) -> None:
-        if not await self._async_first_time(incoming):
-            # An edited message or a replayed update: answered once already.
-            LOGGER.debug("Ignoring message %s seen before", incoming.message_id)
-            return
+    async def _async_handle(self, incoming: Incoming, in_flight: int | None) -> None:
+        """Answer a message; its in-flight row goes as soon as the answer is out."""
         if incoming.command is not None:
             await self._async_command(incoming)
+            await self._async_answered(in_flight)
             return
         started = time.monotonic()
         speaker = Speaker(
@@ -596,6 +697,7 @@ class TelegramGateway:
             # Never a Confirm button for someone who may not act (the tools
             # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        await self._async_answered(in_flight)
         self.assistant.stats.async_record_result("telegram", result, self.last_latency)
         # Only now: summaries and learning must never delay the reply.
         self.assistant.async_after_reply(result)
@@ -629,7 +731,7 @@ class TelegramGateway:
                 incoming, REPLY_CONFIRMATION_NOT_STORED.format(summary=summary)
             )
             return
-        response = await self._async_call(
+        response = await self._async_deliver(
             "send_message",
             {
                 "config_entry_id": incoming.bot_entry_id,
@@ -704,7 +806,7 @@ class TelegramGateway:
         """Replace the request's text and buttons with what happened."""
         if message_id is None:
             return
-        await self._async_call(
+        await self._async_deliver(
             "edit_message",
             {
                 "config_entry_id": incoming.bot_entry_id,
@@ -767,18 +869,89 @@ class TelegramGateway:
             lines.append(line)
         return "\n".join(lines)
 
-    async def _async_first_time(self, incoming: Incoming) -> bool:
-        """Tell whether this message id is new in its chat."""
-        if incoming.message_id is None:
-            return True
+    async def _async_receive(self, incoming: Incoming) -> tuple[bool, int | None]:
+        """Record a message before it is answered; tell whether it is new.
+
+        Returns whether this message id is new in its chat, and its
+        in-flight row: until the message is answered, a stop of Home
+        Assistant leaves the row, and the next start tells the sender.
+        """
+        text = incoming.text
+        if incoming.command is not None:
+            text = f"{incoming.command} {text}".strip()
         try:
-            return await self.assistant.database.async_mark_seen(
-                incoming.key, incoming.message_id, time.time()
+            return await self.assistant.database.async_receive(
+                InFlight(
+                    conversation_key=incoming.key,
+                    bot_entry_id=incoming.bot_entry_id,
+                    chat_id=incoming.chat_id,
+                    message_id=incoming.message_id,
+                    text=text,
+                    received_at=time.time(),
+                )
             )
         except sqlite3.Error as err:
             # Better to answer an edit twice than to leave a message unanswered.
-            LOGGER.debug("Could not check message %s: %s", incoming.message_id, err)
-            return True
+            LOGGER.debug("Could not record message %s: %s", incoming.message_id, err)
+            return True, None
+
+    async def _async_answered(self, in_flight: int | None) -> None:
+        """Forget a message's in-flight row once it was answered.
+
+        Right after the answer went out, and not cut short by a stop or an
+        unload that comes meanwhile (it is one short write): an answered
+        message must not be reported as unanswered after the start.
+        """
+        if in_flight is None:
+            return
+        done = self.hass.async_create_task(
+            self._async_forget(in_flight), "ha_personal_assistant answered"
+        )
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            await done
+            raise
+
+    async def _async_forget(self, in_flight: int) -> None:
+        try:
+            await self.assistant.database.async_answered(in_flight)
+        except sqlite3.Error as err:
+            # Left behind: the next start may tell the sender needlessly.
+            LOGGER.debug("Could not settle message row %s: %s", in_flight, err)
+
+    async def _async_report_interrupted(self) -> None:
+        """Tell the senders of messages that a stop left unanswered.
+
+        At most once: the rows are taken before the notices are sent.
+        """
+        try:
+            messages = await self.assistant.database.async_take_in_flight()
+        except sqlite3.Error as err:
+            LOGGER.debug("Could not read the messages left unanswered: %s", err)
+            return
+        chats: dict[tuple[str, int], list[str]] = {}
+        for message in messages:
+            chats.setdefault((message.bot_entry_id, message.chat_id), []).append(
+                _quote(message.text)
+            )
+        if chats:
+            LOGGER.info(
+                "%s message(s) in %s chat(s) were not answered before the last "
+                "stop; telling their senders",
+                len(messages),
+                len(chats),
+            )
+        for (bot_entry_id, chat_id), quotes in chats.items():
+            text = REPLY_INTERRUPTED.format(
+                messages=(
+                    f"your message {quotes[0]}"
+                    if len(quotes) == 1
+                    else f"your messages {', '.join(quotes[:-1])} and {quotes[-1]}"
+                ),
+                them="it" if len(quotes) == 1 else "them",
+            )
+            await self._async_send_to(bot_entry_id, chat_id, text)
 
     async def _async_command(self, incoming: Incoming) -> None:
         command = incoming.command
@@ -929,24 +1102,35 @@ class TelegramGateway:
             )
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
 
-    async def _async_send(self, incoming: Incoming, text: str) -> None:
+    async def _async_send(self, incoming: Incoming, text: str) -> bool:
         """Send a reply in Telegram-sized parts, link previews off."""
+        return await self._async_send_to(incoming.bot_entry_id, incoming.chat_id, text)
+
+    async def _async_send_to(self, bot_entry_id: str, chat_id: int, text: str) -> bool:
+        """Deliver a text in order, part by part; False when a part failed.
+
+        A part that cannot be delivered ends the message: the parts after it
+        would arrive without it, out of order.
+        """
         for part in split_message(text):
-            await self._async_call(
+            sent = await self._async_deliver(
                 "send_message",
                 {
-                    "config_entry_id": incoming.bot_entry_id,
-                    "chat_id": incoming.chat_id,
+                    "config_entry_id": bot_entry_id,
+                    "chat_id": chat_id,
                     "message": part,
                     "parse_mode": "plain_text",
                     "disable_web_page_preview": True,
                 },
             )
+            if not sent:
+                return False
+        return True
 
-    async def _async_call(
-        self, service: str, data: dict[str, Any], *, return_response: bool = False
-    ) -> ServiceResponse | bool:
-        """Call a telegram_bot service; log a failure once until it works again."""
+    async def _async_attempt(
+        self, service: str, data: dict[str, Any], *, return_response: bool
+    ) -> tuple[ServiceResponse | bool, Exception | None]:
+        """Call a telegram_bot service once; return its response or the error."""
         try:
             async with asyncio.timeout(SEND_TIMEOUT):
                 response = await self.hass.services.async_call(
@@ -957,14 +1141,97 @@ class TelegramGateway:
                     return_response=return_response,
                 )
         except (HomeAssistantError, TimeoutError, ValueError) as err:
-            if not self._send_failed:
-                self._send_failed = True
-                LOGGER.warning("Could not send to Telegram (%s): %s", service, err)
-            return False
+            return False, err
+        return (response if return_response else True), None
+
+    async def _async_deliver(
+        self, service: str, data: dict[str, Any], *, return_response: bool = False
+    ) -> ServiceResponse | bool:
+        """Send a message (or its final edit), retrying what certainly failed.
+
+        Waits as Telegram asks (retry_after) or with a doubling backoff, up
+        to SEND_ATTEMPTS tries and MAX_RETRY_WAIT seconds; never sends again
+        what may have arrived (see retry_delay). Returns False when it could
+        not be delivered.
+        """
+        backoff, waited = SEND_BACKOFF, 0.0
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            response, err = await self._async_attempt(
+                service, data, return_response=return_response
+            )
+            if err is None or (service == "edit_message" and _not_modified(err)):
+                self._async_delivered()
+                return response if err is None else True
+            delay = retry_delay(err)
+            if delay is None or attempt == SEND_ATTEMPTS:
+                break
+            delay = max(delay, backoff)
+            if waited + delay > MAX_RETRY_WAIT:
+                break
+            LOGGER.debug(
+                "Telegram refused %s (%s); trying again in %.1f s", service, err, delay
+            )
+            await asyncio.sleep(delay)
+            waited += delay
+            backoff *= 2
+        self._async_undelivered(service, err)
+        return False
+
+    @callback
+    def _async_delivered(self) -> None:
         if self._send_failed:
             self._send_failed = False
             LOGGER.info("Sending to Telegram works again")
-        return response if return_response else True
+        if self._undelivered:
+            self._undelivered = 0
+            ir.async_delete_issue(self.hass, DOMAIN, ISSUE_UNDELIVERED)
+
+    @callback
+    def _async_undelivered(self, service: str, err: Exception | None) -> None:
+        """Log an undeliverable message once per outage; raise a repair if it lasts."""
+        self._undelivered += 1
+        if not self._send_failed:
+            self._send_failed = True
+            LOGGER.warning("Could not send to Telegram (%s): %s", service, err)
+        else:
+            LOGGER.debug("Could not send to Telegram (%s) either: %s", service, err)
+        if self._undelivered == UNDELIVERED_ISSUE_AFTER:
+            ir.async_create_issue(
+                self.hass,
+                DOMAIN,
+                ISSUE_UNDELIVERED,
+                is_fixable=False,
+                severity=ir.IssueSeverity.ERROR,
+                translation_key=ISSUE_UNDELIVERED,
+                translation_placeholders={
+                    "count": str(UNDELIVERED_ISSUE_AFTER),
+                    "error": str(err),
+                },
+            )
+
+    async def _async_call(
+        self, service: str, data: dict[str, Any], *, return_response: bool = False
+    ) -> ServiceResponse | bool:
+        """Call a telegram_bot service once, for what can be lost.
+
+        Typing, drafts, a growing message, answers to button presses: the
+        next one (or the final reply) replaces it, so it is not retried and
+        a failure is only logged at debug level.
+        """
+        response, err = await self._async_attempt(
+            service, data, return_response=return_response
+        )
+        if err is not None:
+            LOGGER.debug("Could not send to Telegram (%s): %s", service, err)
+        return response
+
+
+def _quote(text: str) -> str:
+    """Quote a message, cut to QUOTE_CHARS characters."""
+    text = " ".join(text.split())
+    if len(text) > QUOTE_CHARS:
+        text = text[: QUOTE_CHARS - 1] + "…"
+    return f'"{text}"'
 
 
 def _person(incoming: Incoming) -> str:

@@ -82,6 +82,13 @@ REPLY_STORAGE_UNAVAILABLE: Final = (
     "My storage is unavailable right now (the disk is full or the file is busy), "
     "so I can't do that. Please try again in a little while."
 )
+# After a restart, for messages whose turn the stop interrupted (or that were
+# still waiting in the chat's queue). Their answer may or may not have gone
+# out: the stop came while it was being written or sent.
+REPLY_INTERRUPTED: Final = (
+    "I was restarted while answering {messages}. If you did not get an answer, "
+    "please send {them} again."
+)
 REPLY_CONFIRMATION_NOT_STORED: Final = (
     "I could not store the confirmation request (my storage is unavailable), so "
     "nothing was done: {summary}. Please ask again in a little while."

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import callback
@@ -26,7 +27,7 @@ from ..const import (
     LOGGER,
     PROFILE_DECAY_INTERVAL_HOURS,
 )
-from . import store
+from ..store import profile as store
 from .profile import LearnedFact, parse_category
 from .text import grounded
 
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
 
-    from ..assistant import Assistant, Interaction
+    from ..assistant import Assistant
+    from ..models import Interaction
     from .profile import ProfileMemory
 
 MAX_FACTS_PER_CALL: Final = 5
@@ -151,6 +153,11 @@ class Learner:
         self._worker: asyncio.Task[None] | None = None
         self._last_call = -math.inf
         self._stopped = False
+        # Starts the worker; runtime makes the unload end it before the
+        # storage closes.
+        self.spawn: Callable[..., asyncio.Task[None]] = partial(
+            entry.async_create_background_task, hass
+        )
 
     @callback
     def async_start(self) -> Callable[[], None]:
@@ -203,11 +210,8 @@ class Learner:
         if self._worker is None and self._queue and not self._stopped:
             # Registered before it starts, so a finished worker never stays
             # registered (the Telegram gateway does the same).
-            self._worker = self.entry.async_create_background_task(
-                self.hass,
-                self._async_work(),
-                "ha_personal_assistant learning",
-                eager_start=False,
+            self._worker = self.spawn(
+                self._async_work(), "ha_personal_assistant learning", eager_start=False
             )
 
     async def async_requeue(self) -> int:
@@ -297,9 +301,8 @@ class Learner:
         own = [p.user_text for p in pending]
         facts = [fact for fact in facts if grounded(fact.content, own)]
         try:
-            learned = await self.memory.async_learn(person, facts)
-            await self.memory.database.async_run(
-                lambda conn: store.mark_processed(conn, [p.id for p in pending])
+            learned = await self.memory.async_learn(
+                person, facts, learned_from=[p.id for p in pending]
             )
         except DB_ERRORS as err:
             LOGGER.debug("Could not store what was learned: %s", err)

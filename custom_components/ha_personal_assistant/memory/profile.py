@@ -9,14 +9,22 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..const import LEARNED_MAX_CONFIDENCE, MAX_FACT_CHARS, PROFILE_CONFIDENCE_FLOOR
 from ..security.firewall import check_text
-from . import store
-from .store import Category, NewFact, ProfileEntry, SaveResult, Sensitivity, Source
+from ..store import profile as store
+from ..store.profile import (
+    Category,
+    NewFact,
+    ProfileEntry,
+    SaveResult,
+    Sensitivity,
+    Source,
+)
 from .text import closeness, near_identical, tokens
 
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Sequence
 
-    from ..assistant import MemorySource
+    from ..models import MemorySource
     from ..store.database import Database
 
 # A query names an entry when half its words are in it (see closeness):
@@ -207,11 +215,19 @@ class ProfileMemory:
             lambda conn: store.save(conn, new, time.time())
         )
 
-    async def async_learn(self, person: str, facts: list[LearnedFact]) -> int:
+    async def async_learn(
+        self,
+        person: str,
+        facts: list[LearnedFact],
+        *,
+        learned_from: Sequence[int] = (),
+    ) -> int:
         """Save what the learner inferred; return how many entries it added or touched.
 
         Facts that read like instructions, hold secrets, or were forgotten
-        recently are dropped without a word: nobody asked for them.
+        recently are dropped without a word: nobody asked for them. The
+        logged turns ``learned_from`` are marked processed in the same
+        transaction: a stop in between can neither lose nor repeat them.
         """
         accepted: list[NewFact] = []
         for fact in facts:
@@ -231,12 +247,14 @@ class ProfileMemory:
                     sensitivity=sensitivity_of(content),
                 )
             )
-        if not accepted:
+        if not accepted and not learned_from:
             return 0
 
         def _save(conn: sqlite3.Connection) -> int:
             now = time.time()
-            return sum(store.save(conn, new, now).entry is not None for new in accepted)
+            saved = [store.save(conn, new, now).entry for new in accepted]
+            store.mark_processed(conn, learned_from)
+            return sum(entry is not None for entry in saved)
 
         return await self.database.async_run(_save)
 

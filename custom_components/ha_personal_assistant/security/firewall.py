@@ -10,7 +10,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .injection_model import MODEL
+from .injection_model import shipped_model
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -934,19 +934,25 @@ def check_text(text: str, *, strict: bool = False) -> FirewallResult:
     tag characters and chat-template tokens always flag. ``strict`` also
     flags what the patterns alone flag (a strong pattern, or two weak cues):
     for text that should hold no instruction at all, such as a fact to
-    remember.
+    remember. Without the model (its file missing or damaged, logged once)
+    the patterns alone decide, as ``strict`` does.
     """
     found = analyze(text)
     signals = (*found.strong, *found.cues)
     reasons: list[str] = []
+    model = shipped_model()
     if (
-        (strict and rules_flag(found))
+        ((strict or model is None) and rules_flag(found))
         or not ALWAYS_FLAG.isdisjoint(found.strong)
         or (
-            (score := MODEL.score(found.readings, signals, found.folded))
-            >= MODEL.threshold
-            or (
-                not PRECISE.isdisjoint(found.strong) and score >= MODEL.strong_threshold
+            model is not None
+            and (
+                (score := model.score(found.readings, signals, found.folded))
+                >= model.threshold
+                or (
+                    not PRECISE.isdisjoint(found.strong)
+                    and score >= model.strong_threshold
+                )
             )
         )
     ):

@@ -185,9 +185,23 @@ MIGRATIONS: dict[int, str] = {
         ALTER TABLE conversation_history ADD COLUMN turn_id TEXT;
         ALTER TABLE conversation_history ADD COLUMN tainted INTEGER NOT NULL DEFAULT 0;
     """,
+    # Telegram messages received and not answered yet: a stop of Home
+    # Assistant in between leaves them here, and the next start tells their
+    # senders (nothing is dropped without a word).
+    8: """
+        CREATE TABLE telegram_in_flight (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            conversation_key TEXT NOT NULL,
+            bot_entry_id TEXT NOT NULL,
+            chat_id INTEGER NOT NULL,
+            message_id INTEGER,
+            text TEXT NOT NULL,
+            received_at REAL NOT NULL
+        );
+    """,
     # Reminders, timers and watches (tasks/): durable across restarts, judged
     # when they fire as the person who made them.
-    8: """
+    9: """
         CREATE TABLE tasks (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             kind TEXT NOT NULL,
@@ -313,6 +327,18 @@ WAL_PRAGMAS = (
 
 
 @dataclass(frozen=True, slots=True)
+class InFlight:
+    """A Telegram message received and not answered yet."""
+
+    conversation_key: str
+    bot_entry_id: str
+    chat_id: int
+    message_id: int | None
+    text: str
+    received_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Session:
     """The conversation thread a chat is in."""
 
@@ -346,9 +372,14 @@ class Database:
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=OPEN_TIMEOUT)
-        for pragma in WAL_PRAGMAS:
-            conn.execute(pragma)
-        conn.execute("PRAGMA foreign_keys=ON")
+        try:
+            # The first statement is where a damaged or locked file fails.
+            for pragma in WAL_PRAGMAS:
+                conn.execute(pragma)
+            conn.execute("PRAGMA foreign_keys=ON")
+        except BaseException:
+            conn.close()
+            raise
         return conn
 
     @staticmethod
@@ -387,7 +418,11 @@ class Database:
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             self.recreated_from = aside
             conn = self._connect()
-            self._migrate(conn)
+            try:
+                self._migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
         self._conn = conn
 
     @staticmethod
@@ -531,13 +566,72 @@ class Database:
 
         return await self.async_run(_mark)
 
-    async def async_prune(self, seen_before: float) -> None:
-        """Forget seen-message ids older than ``seen_before``."""
+    async def async_receive(self, message: InFlight) -> tuple[bool, int | None]:
+        """Record a Telegram message before it is answered.
+
+        Returns whether it is new in its chat (an edit or a replayed update
+        is not) and the id of its in-flight row (None when seen before).
+        """
+
+        def _receive(conn: sqlite3.Connection) -> tuple[bool, int | None]:
+            if message.message_id is not None:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO telegram_messages_seen"
+                    " (conversation_key, message_id, seen_at) VALUES (?, ?, ?)",
+                    (message.conversation_key, message.message_id, message.received_at),
+                )
+                if cur.rowcount != 1:
+                    return False, None
+            cur = conn.execute(
+                "INSERT INTO telegram_in_flight (conversation_key, bot_entry_id,"
+                " chat_id, message_id, text, received_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    message.conversation_key,
+                    message.bot_entry_id,
+                    message.chat_id,
+                    message.message_id,
+                    message.text,
+                    message.received_at,
+                ),
+            )
+            return True, int(cur.lastrowid or 0)
+
+        return await self.async_run(_receive)
+
+    async def async_answered(self, in_flight_id: int) -> None:
+        """Forget a message's in-flight row: it was answered (or that failed)."""
         await self.async_run(
             lambda conn: conn.execute(
-                "DELETE FROM telegram_messages_seen WHERE seen_at < ?", (seen_before,)
-            ),
+                "DELETE FROM telegram_in_flight WHERE id = ?", (in_flight_id,)
+            )
         )
+
+    async def async_take_in_flight(self) -> list[InFlight]:
+        """Return and forget the messages a stop left unanswered, oldest first."""
+
+        def _take(conn: sqlite3.Connection) -> list[InFlight]:
+            rows = conn.execute(
+                "SELECT conversation_key, bot_entry_id, chat_id, message_id, text,"
+                " received_at FROM telegram_in_flight ORDER BY id"
+            ).fetchall()
+            conn.execute("DELETE FROM telegram_in_flight")
+            return [InFlight(*row) for row in rows]
+
+        return await self.async_run(_take)
+
+    async def async_prune(self, seen_before: float) -> None:
+        """Forget seen-message ids older than ``seen_before``."""
+
+        def _prune(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "DELETE FROM telegram_messages_seen WHERE seen_at < ?", (seen_before,)
+            )
+            # Rows a failed delete left behind; a start reports the others.
+            conn.execute(
+                "DELETE FROM telegram_in_flight WHERE received_at < ?", (seen_before,)
+            )
+
+        await self.async_run(_prune)
 
     async def async_log_tool_call(
         self, tool: str, person: str | None, duration_ms: float, outcome: str
@@ -550,3 +644,15 @@ class Database:
                 (time.time(), tool, person, duration_ms, outcome),
             ),
         )
+
+
+# VACUUM rewrites the whole file; worth it only when much of it is free.
+VACUUM_FREE_SHARE: Final = 0.25
+VACUUM_MIN_FREE_PAGES: Final = 64
+
+
+def worth_vacuum(page_count: int, freelist: int) -> bool:
+    """Tell whether VACUUM would give back a good part of the file."""
+    return freelist >= VACUUM_MIN_FREE_PAGES and freelist >= page_count * (
+        VACUUM_FREE_SHARE
+    )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..const import LOGGER
 from ..tasks.store import prune as prune_tasks
+from .database import worth_vacuum
 
 if TYPE_CHECKING:
     import sqlite3
@@ -32,9 +33,6 @@ ACTION_AUDIT_RETENTION_DAYS: Final = 365
 SETTLED_ACTION_RETENTION_DAYS: Final = 30
 # Settled tasks (done, failed, cancelled, expired, missed); open ones stay.
 SETTLED_TASK_RETENTION_DAYS: Final = 30
-# VACUUM rewrites the whole file; worth it only when much of it is free.
-VACUUM_FREE_SHARE: Final = 0.25
-VACUUM_MIN_FREE_PAGES: Final = 64
 # Pruning and VACUUM may take a while on an SD card: their own deadline.
 LONG_TIMEOUT: Final = 120.0  # seconds
 
@@ -96,13 +94,6 @@ def _active_threads(conn: sqlite3.Connection, now: float, idle: float) -> set[st
             (now - idle,),
         )
     }
-
-
-def worth_vacuum(page_count: int, freelist: int) -> bool:
-    """Tell whether VACUUM would give back a good part of the file."""
-    return freelist >= VACUUM_MIN_FREE_PAGES and freelist >= page_count * (
-        VACUUM_FREE_SHARE
-    )
 
 
 def _vacuum_if_worth_it(conn: sqlite3.Connection) -> bool:

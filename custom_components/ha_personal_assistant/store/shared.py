@@ -173,7 +173,10 @@ def _watch(hass: HomeAssistant, gate: FaultGate, file: str, path: Path) -> None:
 
 async def _async_close(hass: HomeAssistant, storage: SharedStorage) -> None:
     try:
-        await storage.checkpoints.async_close()
-        await storage.database.async_close()
+        try:
+            await storage.checkpoints.async_close()
+        finally:
+            # Closed even when the checkpoint file failed to close.
+            await storage.database.async_close()
     finally:
         await hass.async_add_executor_job(storage.executor.shutdown)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import time as dt_time
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from homeassistant.components import persistent_notification
 from homeassistant.components.homeassistant.exposed_entities import (
@@ -72,8 +72,9 @@ from .store import NewTask, Task, TaskKind, TaskStatus
 from .when import Condition, Repeat, WhenError, next_occurrence, parse_condition
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Sequence
+    from collections.abc import Callable, Coroutine, Mapping, Sequence
 
+    from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import (
         CALLBACK_TYPE,
         Event,
@@ -82,12 +83,10 @@ if TYPE_CHECKING:
         State,
     )
 
-    from ..data import PersonalAssistantConfigEntry
     from ..security.confirmations import ConfirmationManager
     from ..security.permissions import Policy
     from ..store.actions import PendingAction
     from ..store.database import Database
-    from ..telegram import TelegramGateway
 
 # A task whose time passed while Home Assistant was down fires once at start
 # if it is at most this late; otherwise its maker is told it was missed.
@@ -153,6 +152,38 @@ class Firing:
     fired: bool = True
 
 
+class TaskGateway(Protocol):
+    """What tasks need of the Telegram gateway (``telegram.TelegramGateway``).
+
+    A protocol, so that the tasks and the gateway (which lists them in
+    /tasks) do not import each other.
+    """
+
+    @property
+    def allowed_user_ids(self) -> frozenset[int]:
+        """Telegram users the assistant's options let in (empty: all)."""
+        ...
+
+    @property
+    def user_mapping(self) -> Mapping[str, str]:
+        """Telegram user id -> the HA user id they act as."""
+        ...
+
+    async def async_send_text(self, bot_entry_id: str, chat_id: int, text: str) -> None:
+        """Send a message the integration wrote."""
+
+    async def async_request_confirmation(
+        self,
+        *,
+        bot_entry_id: str,
+        chat_id: int,
+        person: str,
+        ha_user_id: str | None,
+        proposals: Sequence[Verdict],
+    ) -> None:
+        """Ask ``person`` to confirm the restricted calls in ``proposals``."""
+
+
 def _key(condition: Condition) -> str:
     """Return what a condition waits for, as a key (equal conditions, one key)."""
     return f"{condition.compare}|{condition.value}|{condition.number}"
@@ -175,7 +206,7 @@ class TaskManager:
     def __init__(
         self,
         hass: HomeAssistant,
-        entry: PersonalAssistantConfigEntry,
+        entry: ConfigEntry[Any],
         database: Database,
         *,
         policy: Policy | None,
@@ -187,7 +218,7 @@ class TaskManager:
         self.database = database
         self.policy = policy
         self.confirmation_timeout = confirmation_timeout
-        self.gateway: TelegramGateway | None = None
+        self.gateway: TaskGateway | None = None
         self.confirmations: ConfirmationManager | None = None
         # Open tasks by id, as last stored.
         self.tasks: dict[int, Task] = {}
@@ -215,9 +246,7 @@ class TaskManager:
 
     # ------------------------------------------------------------ wiring
 
-    def attach(
-        self, gateway: TelegramGateway, confirmations: ConfirmationManager
-    ) -> None:
+    def attach(self, gateway: TaskGateway, confirmations: ConfirmationManager) -> None:
         """Deliver through ``gateway``; decide through ``confirmations``."""
         self.gateway = gateway
         self.confirmations = confirmations

@@ -1,4 +1,4 @@
-"""The tasks table of the assistant database (schema 8).
+"""The tasks table of the assistant database (schema 9).
 
 Every function takes a connection inside one transaction
 (``Database.async_run``). A task fires at most once per occurrence: firing

@@ -12,10 +12,14 @@ from ..security.firewall import mark_untrusted_parts
 from .registry import ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
-    from ..documents import DocumentHit, DocumentIndex
+    from collections.abc import Sequence
+
+    from ..documents import DocumentHit, DocumentIndex, Indexing
 
 SOURCE: Final = "the household's documents"
 MAX_DOCUMENT_RESULT_CHARS: Final = 4000
+# A title named as still indexing is cut to this many characters.
+TITLE_CHARS: Final = 80
 DOCUMENTS_OFF: Final = (
     "Error: document search is not set up (no embedding model is configured "
     "for the Personal Assistant). Tell the user, and answer from what you know."
@@ -58,11 +62,31 @@ def format_hits(hits: list[DocumentHit]) -> str:
     return "\n".join(lines)
 
 
+def still_indexing(indexing: Sequence[Indexing]) -> str:
+    """Say which documents cannot be fully searched yet (added, not embedded)."""
+    names = ", ".join(
+        f'"{_shorten(item.title)}" ({item.ready} of {item.chunks} passages ready)'
+        for item in indexing
+    )
+    return (
+        f"Still indexing, so not (fully) searched yet: {names}. If the answer "
+        "may be in it, tell the user it is still being indexed and to ask "
+        "again in a few minutes."
+    )
+
+
+def _shorten(title: str) -> str:
+    title = " ".join(title.split())
+    return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
+
+
 def document_tools(index: DocumentIndex) -> tuple[ToolSpec, ...]:
     """Return search_documents over ``index``."""
 
     async def search_documents(_ctx: ToolContext, args: SearchDocumentsArgs) -> str:
         """Find the passages most similar to the query."""
+        # Added but not embedded yet: said, never silently missed.
+        indexing = await index.async_indexing()
         try:
             hits = await index.async_query(args.query, SEARCH_RESULTS)
         except DocumentsUnavailable as err:
@@ -73,7 +97,10 @@ def document_tools(index: DocumentIndex) -> tuple[ToolSpec, ...]:
             raise ToolError(msg) from err
         # The firewall reads each passage several ways (milliseconds per long
         # text): off the event loop, like the search itself.
-        return await index.vectors.executor.run(format_hits, hits)
+        result = await index.vectors.executor.run(format_hits, hits)
+        if indexing:
+            result = f"{result}\n{still_indexing(indexing)}"
+        return result
 
     return (
         ToolSpec(

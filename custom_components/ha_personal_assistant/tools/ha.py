@@ -51,7 +51,16 @@ if TYPE_CHECKING:
 # the house; the value itself follows, fenced, after the JSON.
 FENCED_VALUE: Final = "(outside text: see the data below)"
 SERVICE_CALL_TIMEOUT: Final = 30  # seconds
-MAX_LISTED_ENTITIES: Final = 100
+# A list is read by the model in full: at most this many lines (about 12
+# tokens each), the active ones first; the rest is counted.
+MAX_LISTED_ENTITIES: Final = 20
+LIST_FORMAT: Final = "entity_id | name | state | area"
+# States in which a device is at rest: listed after the others, so "which
+# lights are on?" finds its answer within the first lines of a big house.
+AT_REST: Final = frozenset(
+    {"off", "closed", "locked", "idle", "standby", "paused", "docked", "not_home",
+     "unavailable", "unknown"}
+)  # fmt: skip
 MAX_ATTRIBUTE_CHARS: Final = 300
 # Attributes that cost tokens and tell the model nothing.
 HIDDEN_ATTRIBUTES: Final = frozenset(
@@ -272,23 +281,36 @@ async def list_entities(ctx: ToolContext, args: ListEntitiesArgs) -> Any:
             or str(area_name(hass, state.entity_id) or "").casefold() == area
         )
     ]
+    # Active devices first (stable within each group), then those at rest.
+    matching.sort(key=lambda state: state.state in AT_REST)
     # Only what is listed is described: a value written outside the house
     # taints the turn only when it is really shown.
     outside = OutsideText()
     result: dict[str, Any] = {
+        "format": LIST_FORMAT,
         "entities": [
-            describe(hass, state, full=False, outside=outside)
+            _list_line(describe(hass, state, full=False, outside=outside))
             for state in matching[:MAX_LISTED_ENTITIES]
-        ]
+        ],
     }
     if len(matching) > MAX_LISTED_ENTITIES:
+        at_rest = sum(state.state in AT_REST for state in matching)
         result["note"] = (
-            f"Only the first {MAX_LISTED_ENTITIES} of {len(matching)} are listed; "
-            "filter by domain or area."
+            f"Only {MAX_LISTED_ENTITIES} of {len(matching)} are listed, active "
+            f"ones first ({len(matching) - at_rest} active, {at_rest} off, "
+            "closed or idle); filter by domain or area for the others."
         )
     if not matching:
         result["note"] = "No exposed entity matches."
     return outside.result(ctx, result, "entity states written outside the house")
+
+
+def _list_line(info: dict[str, Any]) -> str:
+    """Return an entity as one list line: id | name | state | area."""
+    parts = [info["entity_id"], " ".join(str(info["name"]).split()), str(info["state"])]
+    if "area" in info:
+        parts.append(" ".join(str(info["area"]).split()))
+    return " | ".join(parts)
 
 
 class CallServiceArgs(BaseModel):
