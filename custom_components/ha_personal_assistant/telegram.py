@@ -10,7 +10,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,26 +22,20 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
+from telegram import Update
+from telegram.ext import TypeHandler
 
-from .agent.prompts import (
-    HELP_TEXT,
-    REPLY_CONFIRMATION_NOT_STORED,
-    REPLY_INTERNAL_ERROR,
-    REPLY_INTERRUPTED,
-    REPLY_NEW_SESSION,
-    REPLY_STORAGE_UNAVAILABLE,
-    REPLY_UNKNOWN_COMMAND,
-)
 from .assistant import Speaker
 from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .i18n import async_texts, pick_language
 from .memory.profile import async_memory_command
 from .security.confirmations import (
     ConfirmationManager,
     DecisionResult,
     Outcome,
-    summarize,
+    async_summarize,
 )
-from .security.people import NOT_KNOWN_REPLY, is_known
+from .security.people import is_known
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
@@ -51,6 +45,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .assistant import Assistant
+    from .i18n import Texts
     from .security.permissions import Verdict
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
@@ -87,15 +82,18 @@ _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 QUOTE_CHARS: Final = 60
 CALLBACK_TEXT_LIMIT: Final = 200  # Telegram's limit for a callback answer
 SEARCH_OUTCOMES: Final = defaultdict(
-    lambda: "unknown",
+    lambda: "search_unknown",
     {
-        search_audit.OUTCOME_SENT: "sent",
-        search_audit.OUTCOME_NOT_SENT: "not sent (too personal)",
-        search_audit.OUTCOME_SANITIZER_ERROR: "not sent (privacy check failed)",
-        search_audit.OUTCOME_FAILED: "failed",
-        search_audit.OUTCOME_TIMEOUT: "timed out",
+        search_audit.OUTCOME_SENT: "search_sent",
+        search_audit.OUTCOME_NOT_SENT: "search_not_sent",
+        search_audit.OUTCOME_SANITIZER_ERROR: "search_privacy_failed",
+        search_audit.OUTCOME_FAILED: "search_failed",
+        search_audit.OUTCOME_TIMEOUT: "search_timed_out",
     },
 )
+# The python-telegram-bot handler group that learns each sender's language:
+# below telegram_bot's own (0), so it runs before the update's event is fired.
+LANGUAGE_HANDLER_GROUP: Final = -1
 # Streaming replies: the first partial text after about a second, then drafts
 # at most once a second (private chats) or edits at most every 3 s (groups,
 # where drafts do not exist and each edit counts against the rate limit).
@@ -124,6 +122,8 @@ class Incoming:
     command: str | None = None
     # Set for inline-button presses: the callback query to answer.
     callback_id: str | None = None
+    # The sender's Telegram language_code (such as "de" or "pt-br"), if known.
+    language: str | None = None
 
     @property
     def key(self) -> str:
@@ -474,6 +474,11 @@ class TelegramGateway:
         self._unsubs: list[Callable[[], None]] = []
         # telegram_bot entry id -> unsubscribe from its bot's update signal.
         self._bots: dict[str, Callable[[], None]] = {}
+        # Each sender's Telegram language_code, from the raw updates, and the
+        # bots' applications that report it (telegram_bot entry id -> the
+        # application and our handler in it).
+        self._languages: dict[int, str] = {}
+        self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
         self._send_failed = False
         # Replies in a row that could not be delivered, and the last error.
         self._undelivered = 0
@@ -531,6 +536,46 @@ class TelegramGateway:
             self._async_on_update(entry_id, event_type, data)
 
         self._bots[entry_id] = async_dispatcher_connect(self.hass, name, _on_update)
+        self._async_watch_languages(bot_entry)
+
+    @callback
+    def _async_watch_languages(self, bot_entry: ConfigEntry[Any]) -> None:
+        """Learn each sender's Telegram language_code from the bot's updates.
+
+        telegram_bot's events leave the language out, but the update it came
+        in has it. The bot's python-telegram-bot application (polling and
+        webhooks; a broadcast bot receives nothing) runs a handler of a lower
+        group before telegram_bot's own, which sends the update to us. If
+        telegram_bot changes inside, the texts fall back to HA's language.
+        """
+        service = getattr(bot_entry, "runtime_data", None)
+        application = getattr(getattr(service, "app", None), "application", None)
+        watched = self._language_handlers.get(bot_entry.entry_id)
+        if application is None or (watched and watched[0] is application):
+            return
+        self._async_unwatch_languages(bot_entry.entry_id)
+        handler: TypeHandler[Any, Any, Any] = TypeHandler(Update, self._note_language)
+        try:
+            application.add_handler(handler, group=LANGUAGE_HANDLER_GROUP)
+        except Exception as err:  # noqa: BLE001 - the texts fall back to HA's language
+            LOGGER.debug("Cannot learn the Telegram users' languages: %s", err)
+            return
+        self._language_handlers[bot_entry.entry_id] = (application, handler)
+
+    @callback
+    def _async_unwatch_languages(self, bot_entry_id: str) -> None:
+        if (watched := self._language_handlers.pop(bot_entry_id, None)) is None:
+            return
+        application, handler = watched
+        with suppress(Exception):
+            application.remove_handler(handler, group=LANGUAGE_HANDLER_GROUP)
+
+    async def _note_language(self, update: object, _context: object) -> None:
+        """Remember the sender's language_code; the update goes on unchanged."""
+        user = getattr(update, "effective_user", None)
+        code = getattr(user, "language_code", None)
+        if isinstance(code, str) and code and isinstance(user_id := user.id, int):  # type: ignore[union-attr]
+            self._languages[user_id] = code
 
     @callback
     def _async_entry_changed(
@@ -542,13 +587,18 @@ class TelegramGateway:
         if change is ConfigEntryChange.REMOVED:
             if (unsub := self._bots.pop(entry.entry_id, None)) is not None:
                 unsub()
+            self._async_unwatch_languages(entry.entry_id)
             return
         self._async_follow_bot(entry)
+        # A reloaded bot has a new application.
+        self._async_watch_languages(entry)
 
     @callback
     def _async_unfollow_bots(self) -> None:
         while self._bots:
             self._bots.popitem()[1]()
+        for bot_entry_id in list(self._language_handlers):
+            self._async_unwatch_languages(bot_entry_id)
 
     async def _async_prune(self, _now: datetime) -> None:
         """Forget message ids old enough that Telegram will not send them again."""
@@ -582,6 +632,8 @@ class TelegramGateway:
             return
         if incoming is None:
             return
+        if language := self._languages.get(incoming.user_id):
+            incoming = replace(incoming, language=language)
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
             LOGGER.debug(
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
@@ -641,11 +693,13 @@ class TelegramGateway:
                     # A command that needs the database (/new, /confirm, ...)
                     # while it is locked or full: nothing was done.
                     LOGGER.debug("Storage unavailable for a command: %s", err)
-                    await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
+                    texts = await self._async_texts(incoming)
+                    await self._async_send(incoming, texts("storage_unavailable"))
                     await self._async_answered(in_flight)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
-                    await self._async_send(incoming, REPLY_INTERNAL_ERROR)
+                    texts = await self._async_texts(incoming)
+                    await self._async_send(incoming, texts("internal_error"))
                     await self._async_answered(in_flight)
         finally:
             if self._workers.get(key) is asyncio.current_task():
@@ -666,6 +720,7 @@ class TelegramGateway:
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             chat_id=incoming.chat_id,
             may_act=self._is_known(incoming),
+            language=pick_language(incoming.language, self.hass.config.language),
         )
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
@@ -703,6 +758,7 @@ class TelegramGateway:
         Stored first: if the message cannot be sent, /confirm still works. An
         action that cannot be stored is refused: it could never be confirmed.
         """
+        texts = await self._async_texts(incoming)
         try:
             action = await self.confirmations.async_propose(
                 conversation_key=incoming.key,
@@ -711,14 +767,17 @@ class TelegramGateway:
                 requester=speaker.person,
                 ha_user_id=speaker.ha_user_id,
                 verdicts=proposals,
+                texts=texts,
             )
         except sqlite3.Error as err:
             LOGGER.debug("Confirmation request not stored: %s", err)
-            summary = summarize(
-                self.hass, [call for verdict in proposals for call in verdict.calls]
+            summary = await async_summarize(
+                self.hass,
+                [call for verdict in proposals for call in verdict.calls],
+                texts,
             )
             await self._async_send(
-                incoming, REPLY_CONFIRMATION_NOT_STORED.format(summary=summary)
+                incoming, texts("confirmation_not_stored", summary=summary)
             )
             return
         response = await self._async_deliver(
@@ -727,14 +786,14 @@ class TelegramGateway:
                 "config_entry_id": incoming.bot_entry_id,
                 "chat_id": incoming.chat_id,
                 "message": confirmation_text(
-                    action.summary, self.confirmations.timeout, action.reason
+                    texts, action.summary, self.confirmations.timeout, action.reason
                 ),
                 "parse_mode": "plain_text",
                 "disable_web_page_preview": True,
                 "inline_keyboard": [
                     [
-                        ["Confirm", f"{CMD_CONFIRM}_{action.token}"],
-                        ["Cancel", f"{CMD_CANCEL}_{action.token}"],
+                        [texts("button_confirm"), f"{CMD_CONFIRM}_{action.token}"],
+                        [texts("button_cancel"), f"{CMD_CANCEL}_{action.token}"],
                     ]
                 ],
             },
@@ -746,6 +805,7 @@ class TelegramGateway:
 
     async def _async_on_press(self, incoming: Incoming) -> None:
         """Decide a pending action from a button press and show the outcome."""
+        texts = await self._async_texts(incoming)
         try:
             action = await self.confirmations.async_find(
                 token=incoming.text,
@@ -757,13 +817,12 @@ class TelegramGateway:
                 user=_person(incoming),
                 confirm=incoming.command == CMD_CONFIRM,
                 may_act=self._is_known(incoming),
+                texts=texts,
             )
         except Exception:  # noqa: BLE001 - the press must be answered
             # The claim makes a retry safe: it cannot run the action twice.
             LOGGER.exception("Could not decide a pending action")
-            await self._async_answer_press(
-                incoming, "Something went wrong. /actions shows what happened."
-            )
+            await self._async_answer_press(incoming, texts("press_failed"))
             return
         self.assistant.stats.async_notify()
         try:
@@ -805,7 +864,9 @@ class TelegramGateway:
             },
         )
 
-    async def _async_decide_command(self, incoming: Incoming, command: str) -> str:
+    async def _async_decide_command(
+        self, incoming: Incoming, command: str, texts: Texts
+    ) -> str:
         """Handle /confirm and /cancel (optionally with a request's token)."""
         name, _, token = command.partition("_")
         action = await self.confirmations.async_find(
@@ -816,18 +877,19 @@ class TelegramGateway:
             user=_person(incoming),
             confirm=name == CMD_CONFIRM,
             may_act=self._is_known(incoming),
+            texts=texts,
         )
         if result.action is not None and result.outcome not in _NOT_DECIDED:
             await self._async_show_outcome(incoming, result, result.action.message_id)
         self.assistant.stats.async_notify()
         return result.text
 
-    async def _async_recent_actions(self, incoming: Incoming) -> str:
+    async def _async_recent_actions(self, incoming: Incoming, texts: Texts) -> str:
         """Describe the sender's latest audited actions."""
         rows = await self.confirmations.async_recent(_person(incoming), RECENT_ACTIONS)
         if not rows:
-            return "You have no recent actions."
-        lines = ["Your recent actions:"]
+            return texts("actions_none")
+        lines = [texts("actions_title")]
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row["ts"]))
             entities = ", ".join(row["entities"])
@@ -837,22 +899,25 @@ class TelegramGateway:
             )
         return "\n".join(lines)
 
-    async def _async_recent_searches(self, incoming: Incoming) -> str:
+    async def _async_recent_searches(self, incoming: Incoming, texts: Texts) -> str:
         """Describe the sender's latest web searches, as they were sent."""
         person = _person(incoming)
         rows = await self.assistant.database.async_run(
             lambda conn: search_audit.recent(conn, person, RECENT_SEARCHES)
         )
         if not rows:
-            return "You have no recent web searches."
-        lines = ["Your recent web searches (as sent, personal details removed):"]
+            return texts("searches_none")
+        lines = [texts("searches_title")]
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row.ts))
-            line = f'{when:%m-%d %H:%M} "{row.query}": {SEARCH_OUTCOMES[row.outcome]}'
+            outcome = texts(SEARCH_OUTCOMES[row.outcome])
+            line = f'{when:%m-%d %H:%M} "{row.query}": {outcome}'
             if row.outcome == search_audit.OUTCOME_SENT:
-                line += f", {row.results} results"
+                line += ", " + texts("search_results", count=row.results)
             if row.categories:
-                line += f"; removed: {', '.join(row.categories)}"
+                line += "; " + texts(
+                    "search_removed", categories=", ".join(row.categories)
+                )
             lines.append(line)
         return "\n".join(lines)
 
@@ -929,36 +994,40 @@ class TelegramGateway:
                 len(messages),
                 len(chats),
             )
+        # The senders' languages are not known yet after a start: HA's.
+        texts = await async_texts(self.hass)
         for (bot_entry_id, chat_id), quotes in chats.items():
-            text = REPLY_INTERRUPTED.format(
-                messages=(
-                    f"your message {quotes[0]}"
-                    if len(quotes) == 1
-                    else f"your messages {', '.join(quotes[:-1])} and {quotes[-1]}"
-                ),
-                them="it" if len(quotes) == 1 else "them",
+            text = (
+                texts("interrupted_one", message=quotes[0])
+                if len(quotes) == 1
+                else texts("interrupted_many", messages=", ".join(quotes))
             )
             await self._async_send_to(bot_entry_id, chat_id, text)
 
+    async def _async_texts(self, incoming: Incoming) -> Texts:
+        """Return the fixed texts in the sender's language, else HA's."""
+        return await async_texts(self.hass, incoming.language)
+
     async def _async_command(self, incoming: Incoming) -> None:
         command = incoming.command
+        texts = await self._async_texts(incoming)
         if command in ("/help", "/start"):
-            reply = HELP_TEXT
+            reply = texts("help")
         elif command == "/new":
             await self.assistant.async_new_session(incoming.key)
-            reply = REPLY_NEW_SESSION
+            reply = texts("new_session")
         elif command is not None and command.partition("_")[0] in (
             CMD_CONFIRM,
             CMD_CANCEL,
         ):
-            reply = await self._async_decide_command(incoming, command)
+            reply = await self._async_decide_command(incoming, command, texts)
         elif command == "/actions":
-            reply = await self._async_recent_actions(incoming)
+            reply = await self._async_recent_actions(incoming, texts)
         elif command == "/searchlog":
-            reply = await self._async_recent_searches(incoming)
+            reply = await self._async_recent_searches(incoming, texts)
         elif command == "/forget" and not self._is_known(incoming):
             # Memory writes are for known people only.
-            reply = NOT_KNOWN_REPLY
+            reply = texts("not_known_reply")
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(
@@ -967,10 +1036,10 @@ class TelegramGateway:
                 ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             ).profile_key
             reply = await async_memory_command(
-                self.assistant.memory, profile_key, command, incoming.text
+                self.assistant.memory, profile_key, command, incoming.text, texts
             )
         else:
-            reply = REPLY_UNKNOWN_COMMAND.format(command=command)
+            reply = texts("unknown_command", command=command)
         await self._async_send(incoming, reply)
 
     def _is_known(self, incoming: Incoming) -> bool:
@@ -1143,15 +1212,25 @@ def _sent_message_id(response: ServiceResponse | bool) -> int | None:  # noqa: F
     return None
 
 
-def confirmation_text(summary: str, timeout: float, reason: str | None = None) -> str:
+def confirmation_text(
+    texts: Texts, summary: str, timeout: float, reason: str | None = None
+) -> str:
     """Write the confirmation request from the resolved action.
 
     ``reason`` says why outside text made it ask (the taint rule); /new is how
     the user ends that conversation.
     """
     if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
-        expiry = f"{int(timeout)} second{'s' if int(timeout) != 1 else ''}"
+        seconds = int(timeout)
+        expiry = (
+            texts("expiry_one_second")
+            if seconds == 1
+            else texts("expiry_seconds", count=seconds)
+        )
     else:
-        expiry = f"{int(timeout // 60)} minutes"
-    why = f"\n\n{reason} /new ends it." if reason else ""
-    return f"Please confirm:\n{summary}{why}\n\nThis request expires in {expiry}."
+        expiry = texts("expiry_minutes", count=int(timeout // 60))
+    if reason:
+        return texts(
+            "confirm_request_tainted", summary=summary, reason=reason, expiry=expiry
+        )
+    return texts("confirm_request", summary=summary, expiry=expiry)
