@@ -91,6 +91,25 @@ SEARCH_OUTCOMES: Final = defaultdict(
         search_audit.OUTCOME_TIMEOUT: "search_timed_out",
     },
 )
+# The audit's words for how an action was decided and how it ended, shown by
+# /actions in the reader's language (an error message stays as it came).
+AUDIT_WORDS: Final = frozenset(
+    {
+        "requested",
+        "confirmed",
+        "cancelled",
+        "late",
+        "expired",
+        "not_needed",
+        "pending",
+        "executing",
+        "executed",
+        "done",
+        "failed",
+        "refused",
+        "interrupted",
+    }
+)
 # The python-telegram-bot handler group that learns each sender's language:
 # below telegram_bot's own (0), so it runs before the update's event is fired.
 LANGUAGE_HANDLER_GROUP: Final = -1
@@ -893,9 +912,13 @@ class TelegramGateway:
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row["ts"]))
             entities = ", ".join(row["entities"])
+            how = [
+                texts(f"audit_{word}") if word in AUDIT_WORDS else word
+                for word in (row["confirmation"], row["outcome"])
+                if word != "none"
+            ]
             lines.append(
-                f"{when:%m-%d %H:%M} {row['service']} {entities}: "
-                f"{row['confirmation']}, {row['outcome']}".replace(": none, ", ": ")
+                f"{when:%m-%d %H:%M} {row['service']} {entities}: {', '.join(how)}"
             )
         return "\n".join(lines)
 
@@ -1000,7 +1023,11 @@ class TelegramGateway:
             text = (
                 texts("interrupted_one", message=quotes[0])
                 if len(quotes) == 1
-                else texts("interrupted_many", messages=", ".join(quotes))
+                else texts(
+                    "interrupted_many",
+                    messages=", ".join(quotes[:-1]),
+                    last=quotes[-1],
+                )
             )
             await self._async_send_to(bot_entry_id, chat_id, text)
 

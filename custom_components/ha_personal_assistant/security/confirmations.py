@@ -251,21 +251,25 @@ def describe_call(
     Home Assistant's names of the services in the reader's language (the
     ``services`` translations), for the actions without a verb of our own.
     """
+    names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
+    if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
+        names.append(texts("and_more", count=len(call.entity_ids) - MAX_ENTITIES_SHOWN))
+    listed = ", ".join(names)
     key = VERBS.get((call.domain, call.service)) or SERVICE_VERBS.get(call.service)
     name = (service_names or {}).get(
         f"component.{call.domain}.services.{call.service}.name"
     )
     if key is not None:
-        head = texts(key) + " {names}"
+        head = texts(key, names=listed)
     elif name:
         # Home Assistant's name, such as "Set target temperature".
-        head = one_line(name, MAX_NAME_CHARS) + ": {names}"
+        head = texts(
+            "verb_service", service=one_line(name, MAX_NAME_CHARS), names=listed
+        )
     else:
-        head = call.service.replace("_", " ").capitalize() + " {names}"
-    names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
-    if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
-        names.append(texts("and_more", count=len(call.entity_ids) - MAX_ENTITIES_SHOWN))
-    lines = [head.format(names=", ".join(names))]
+        # A service without a name in any language: its id.
+        head = f"{call.service.replace('_', ' ').capitalize()} {listed}"
+    lines = [head]
     details = sorted(
         ((str(k), v) for k, v in call.data.items() if k != ATTR_ENTITY_ID),
         key=lambda item: item[0],
