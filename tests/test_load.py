@@ -20,7 +20,7 @@ from custom_components.ha_personal_assistant.const import (
     MAX_CONCURRENT_MODEL_CALLS,
     STORAGE_DIR,
 )
-from custom_components.ha_personal_assistant.store import retention
+from custom_components.ha_personal_assistant.store import database as store_database
 
 from .common import (
     async_setup_assistant,
@@ -211,7 +211,7 @@ async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On the schedule: ended threads, month-old sessions and old logs go."""
-    monkeypatch.setattr(retention, "VACUUM_MIN_FREE_PAGES", 4)
+    monkeypatch.setattr(store_database, "VACUUM_MIN_FREE_PAGES", 4)
     fake_ollama.default = _echo
     await async_setup_house(hass)
     entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)

@@ -28,11 +28,6 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 from custom_components.ha_personal_assistant import scheduler as scheduler_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
-from custom_components.ha_personal_assistant.assistant import (
-    Interaction,
-    Speaker,
-    TurnResult,
-)
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_USER_MAPPING,
@@ -41,7 +36,6 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.memory import learner as learner_module
-from custom_components.ha_personal_assistant.memory import store
 from custom_components.ha_personal_assistant.memory.learner import (
     LEARNING_PROMPT,
     Learner,
@@ -53,15 +47,21 @@ from custom_components.ha_personal_assistant.memory.profile import (
     async_memory_command,
     parse_category,
 )
-from custom_components.ha_personal_assistant.memory.store import Category
 from custom_components.ha_personal_assistant.memory.text import (
     closeness,
     is_update,
     near_identical,
 )
+from custom_components.ha_personal_assistant.models import (
+    Interaction,
+    Speaker,
+    TurnResult,
+)
 from custom_components.ha_personal_assistant.scheduler import ModelScheduler
 from custom_components.ha_personal_assistant.security.firewall import check_text
+from custom_components.ha_personal_assistant.store import profile as store
 from custom_components.ha_personal_assistant.store.database import Database
+from custom_components.ha_personal_assistant.store.profile import Category
 from custom_components.ha_personal_assistant.tokens import TokenCounter
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tools.registry import (

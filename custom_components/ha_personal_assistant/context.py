@@ -928,17 +928,19 @@ def _best_named(
     """Return the lines worth sending when not every changed state fits.
 
     Who is home, and the entities the message names best (ties and near ties
-    of the best score). A word for the device type alone ("which lights are
-    on?") names no entity in particular: when it matches more than a few,
-    list_entities answers that in full, better than the first few here.
+    of the best score). A message whose best words fit more than
+    MAX_LIVE_ENTITIES entities alike ("which lights are on?" in a house of
+    a hundred lights, where "light" is in every name) names none in
+    particular: list_entities answers that in full, better than an arbitrary
+    ten here, and the turn costs no state lines the answer cannot use.
     """
     best = max((line.score for line in entities), default=0)
-    named = [
-        line
-        for line in changed
-        if not line.always and line.score and line.score >= best * BEST_SHARE
-    ]
-    if best <= DOMAIN_SCORE and len(named) > MAX_LIVE_ENTITIES:
+
+    def is_named(line: EntityLine) -> bool:
+        return not line.always and bool(line.score) and line.score >= best * BEST_SHARE
+
+    named = [line for line in changed if is_named(line)]
+    if sum(1 for line in entities if is_named(line)) > MAX_LIVE_ENTITIES:
         named = []
     always = [line for line in changed if line.always]
     return [*always, *named][:MAX_LIVE_ENTITIES]

@@ -12,9 +12,9 @@ from homeassistant.components.conversation.models import AbstractConversationAge
 from homeassistant.const import MATCH_ALL
 from homeassistant.helpers import intent
 
-from .assistant import Speaker
 from .entity import PersonalAssistantEntity
 from .i18n import async_texts, pick_language
+from .models import Speaker
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator

@@ -41,11 +41,11 @@ from .const import (
 )
 from .data import PersonalAssistantData
 from .documents import DocumentIndex
-from .history import HistoryKeeper
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
+from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.shared import storage_dir
 from .store.vectors import VectorStore
@@ -224,7 +224,7 @@ async def async_build(
     assistant.spawn = _async_maintain
 
     # History and summaries: written after replies and when the chats are quiet.
-    history = HistoryKeeper(
+    history = SessionKeeper(
         hass,
         storage.database,
         assistant,

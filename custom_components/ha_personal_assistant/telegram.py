@@ -25,10 +25,10 @@ from homeassistant.util import dt as dt_util
 from telegram import Update
 from telegram.ext import TypeHandler
 
-from .assistant import Speaker
 from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
 from .i18n import async_texts, pick_language
 from .memory.profile import async_memory_command
+from .models import Speaker
 from .security.confirmations import (
     ConfirmationManager,
     DecisionResult,

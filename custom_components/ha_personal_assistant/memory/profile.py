@@ -9,16 +9,23 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..const import LEARNED_MAX_CONFIDENCE, MAX_FACT_CHARS, PROFILE_CONFIDENCE_FLOOR
 from ..security.firewall import check_text
-from . import store
-from .store import Category, NewFact, ProfileEntry, SaveResult, Sensitivity, Source
+from ..store import profile as store
+from ..store.profile import (
+    Category,
+    NewFact,
+    ProfileEntry,
+    SaveResult,
+    Sensitivity,
+    Source,
+)
 from .text import closeness, near_identical, tokens
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Sequence
 
-    from ..assistant import MemorySource
     from ..i18n import Texts
+    from ..models import MemorySource
     from ..store.database import Database
 
 # A query names an entry when half its words are in it (see closeness):

@@ -612,3 +612,15 @@ class Database:
                 (time.time(), tool, person, duration_ms, outcome),
             ),
         )
+
+
+# VACUUM rewrites the whole file; worth it only when much of it is free.
+VACUUM_FREE_SHARE: Final = 0.25
+VACUUM_MIN_FREE_PAGES: Final = 64
+
+
+def worth_vacuum(page_count: int, freelist: int) -> bool:
+    """Tell whether VACUUM would give back a good part of the file."""
+    return freelist >= VACUUM_MIN_FREE_PAGES and freelist >= page_count * (
+        VACUUM_FREE_SHARE
+    )

@@ -15,10 +15,10 @@ from homeassistant.helpers import device_registry as dr
 from pydantic import BaseModel, Field
 
 from ..const import LOGGER
-from ..memory import store as profile_store
 from ..security.firewall import mark_untrusted_parts
 from ..security.links import remember_urls
 from ..security.pii import GENERIC_WORDS, PiiContext, Sanitized, sanitize
+from ..store import profile as profile_store
 from ..store import search_audit
 from .registry import ToolContext, ToolError, ToolSpec
 
