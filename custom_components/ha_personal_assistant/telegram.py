@@ -39,6 +39,7 @@ from .security.people import is_known
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
+from .telegram_watch import SignalWatch
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
     from .assistant import Assistant
     from .i18n import Texts
+    from .models import TurnResult
     from .security.permissions import Verdict
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
@@ -60,6 +62,9 @@ SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
 PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
+# A stop or unload that comes while an answer is being sent waits this long
+# for it before cutting it off.
+DELIVERY_GRACE: Final = 3.0  # seconds
 # Delivery of replies. telegram_bot does not retry: its services raise
 # HomeAssistantError on the first error of python-telegram-bot, which, as
 # telegram_bot builds its Bot (an HTTPXRequest, no AIORateLimiter), makes
@@ -498,6 +503,8 @@ class TelegramGateway:
         # application and our handler in it).
         self._languages: dict[int, str] = {}
         self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
+        # Updates telegram_bot reported on the bus but not through the signal.
+        self.signal_watch = SignalWatch(hass, EVENT_TYPES, self._bots.keys)
         self._send_failed = False
         # Replies in a row that could not be delivered, and the last error.
         self._undelivered = 0
@@ -521,6 +528,8 @@ class TelegramGateway:
         # obey what telegram_bot received from Telegram.
         for bot_entry in self.hass.config_entries.async_entries(TELEGRAM_DOMAIN):
             self._async_follow_bot(bot_entry)
+        self._unsubs.append(self.signal_watch.async_start())
+        self._unsubs.append(self.signal_watch.async_remove_issue)
         self._unsubs.append(
             async_dispatcher_connect(
                 self.hass, SIGNAL_CONFIG_ENTRY_CHANGED, self._async_entry_changed
@@ -552,6 +561,7 @@ class TelegramGateway:
 
         @callback
         def _on_update(event_type: str, data: Mapping[str, Any]) -> None:
+            self.signal_watch.async_delivered(event_type, data)
             self._async_on_update(entry_id, event_type, data)
 
         self._bots[entry_id] = async_dispatcher_connect(self.hass, name, _on_update)
@@ -755,16 +765,39 @@ class TelegramGateway:
             raise
         finally:
             typing.cancel()
-        await stream.async_finish(result.reply)
+        # The answer exists: an unload or stop that comes now lets it go out
+        # (briefly), rather than cutting it between the reply and its buttons
+        # and then reporting an answered message as unanswered.
+        delivery = self.hass.async_create_task(
+            self._async_send_answer(incoming, speaker, result, stream, in_flight),
+            "ha_personal_assistant delivery",
+        )
+        try:
+            await asyncio.shield(delivery)
+        except asyncio.CancelledError:
+            await asyncio.wait({delivery}, timeout=DELIVERY_GRACE)
+            delivery.cancel()
+            raise
         self.last_latency = time.monotonic() - started
+        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
+        # Only now: summaries and learning must never delay the reply.
+        self.assistant.async_after_reply(result)
+
+    async def _async_send_answer(
+        self,
+        incoming: Incoming,
+        speaker: Speaker,
+        result: TurnResult,
+        stream: ReplyStream,
+        in_flight: int | None,
+    ) -> None:
+        """Send the reply and its Confirm buttons; cross the message off."""
+        await stream.async_finish(result.reply)
         if result.proposals and speaker.may_act:
             # Never a Confirm button for someone who may not act (the tools
             # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
         await self._async_answered(in_flight)
-        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
-        # Only now: summaries and learning must never delay the reply.
-        self.assistant.async_after_reply(result)
 
     async def _async_request_confirmation(
         self,
