@@ -601,6 +601,8 @@ class TelegramHarness:
         # A MockConfigEntry; typed as its (typed) base class.
         self.bot_entry: ConfigEntry | None = None
         self.chat_ids: list[int] = []
+        # Telegram's language_code of each sender (default "en").
+        self.languages: dict[int, str] = {}
         self._client_factory = client_factory
         self._client: TestClient[Any, Any] | None = None
         self._update_ids = itertools.count(1)
@@ -833,7 +835,7 @@ class TelegramHarness:
             "is_bot": False,
             "first_name": first_name or KNOWN_USERS.get(user_id, "Alice"),
             "username": (first_name or KNOWN_USERS.get(user_id, "alice")).lower(),
-            "language_code": "en",
+            "language_code": self.languages.get(user_id, "en"),
         }
 
     def _message_json(

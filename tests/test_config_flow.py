@@ -478,17 +478,20 @@ async def test_old_ollama_without_capabilities_accepts_the_choice(
     assert result["type"] is FlowResultType.CREATE_ENTRY
 
 
-@pytest.mark.parametrize(
-    "url", [OLLAMA_URL, f"{OLLAMA_URL}/", "HTTP://192.168.1.10:11434/api/"]
-)
-async def test_same_server_twice_aborts(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, url: str
+async def test_a_second_entry_is_refused_whatever_the_server(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
 ) -> None:
-    """A server already set up aborts, however its URL is spelled."""
+    """One entry answers Telegram: a second is refused before any question.
+
+    Whatever the URL (the same server as ``localhost``, ``127.0.0.1`` or
+    another server): the existing entry's Reconfigure changes it.
+    """
     add_entry(hass)
-    result = await submit_url(hass, url)
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
     assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "already_configured"
+    assert result["reason"] == "single_instance_allowed"
     assert aioclient_mock.call_count == 0
 
 

@@ -61,9 +61,10 @@ def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 async def assistant(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> MockConfigEntry:
-    """The house, the bot and the assistant."""
+    """The house, the bot and the assistant (room for replies of several parts)."""
     await async_setup_house(hass)
-    return await async_setup_assistant(hass, fake_ollama)
+    # The fake Ollama stops at num_predict words, as a real model would.
+    return await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_PREDICT: 4096})
 
 
 def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> int:

@@ -28,12 +28,10 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.security.people import (
     ACTING_USER_NAME,
-    NOT_KNOWN_DECISION,
-    NOT_KNOWN_REPLY,
     acting_user_id,
 )
 
-from .common import async_setup_assistant, async_setup_house, tool_results
+from .common import async_setup_assistant, async_setup_house, fixed_text, tool_results
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID, MALLORY_ID
 
 if TYPE_CHECKING:
@@ -44,6 +42,8 @@ if TYPE_CHECKING:
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
+NOT_KNOWN_DECISION = fixed_text("not_known_decision")
+NOT_KNOWN_REPLY = fixed_text("not_known_reply")
 # Members of the group whose private chats telegram_bot does not allow.
 CAROL_ID: Final = 333333333
 DAVE_ID: Final = 444444444

@@ -15,10 +15,6 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     async_fire_time_changed,
 )
 
-from custom_components.ha_personal_assistant.agent.prompts import (
-    REPLY_INTERNAL_ERROR,
-    REPLY_STORAGE_UNAVAILABLE,
-)
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
     MAX_CONCURRENT_MODEL_CALLS,
@@ -26,7 +22,12 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.store import database as store_database
 
-from .common import async_setup_assistant, async_setup_house, last_user_content
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    fixed_text,
+    last_user_content,
+)
 from .fake_ollama import text_reply
 from .telegram_harness import ALICE_ID, BOB_ID
 
@@ -103,8 +104,8 @@ async def test_five_users_at_once_each_get_their_replies_in_order(
         assert texts == [f"Echo: u{user} m{n}" for n in range(MESSAGES)]
     everything = [m["text"] for m in telegram.sent_messages()]
     assert len(everything) == len(USERS) * MESSAGES
-    assert REPLY_INTERNAL_ERROR not in everything
-    assert REPLY_STORAGE_UNAVAILABLE not in everything
+    assert fixed_text("internal_error") not in everything
+    assert fixed_text("storage_unavailable") not in everything
     assert not any("locked" in text for text in everything)
     assert "database is locked" not in caplog.text
     assert not [

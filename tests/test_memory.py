@@ -42,7 +42,6 @@ from custom_components.ha_personal_assistant.memory.learner import (
     parse_learned,
 )
 from custom_components.ha_personal_assistant.memory.profile import (
-    REPLY_NO_MEMORY,
     LearnedFact,
     ProfileMemory,
     async_memory_command,
@@ -70,7 +69,13 @@ from custom_components.ha_personal_assistant.tools.registry import (
     ToolRegistry,
 )
 
-from .common import async_setup_assistant, async_setup_house, tool_results
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    fixed_text,
+    texts,
+    tool_results,
+)
 from .fake_ollama import OllamaReply, tool_call_reply
 from .telegram_harness import ALICE_ID, BOB_ID
 
@@ -803,7 +808,8 @@ async def test_a_full_profile_refuses_more(
 
 async def test_profile_commands_without_a_memory() -> None:
     """A gateway without the profile store says so instead of failing."""
-    assert await async_memory_command(None, ALICE, "/memory", "") == REPLY_NO_MEMORY
+    reply = await async_memory_command(None, ALICE, "/memory", "", texts())
+    assert reply == fixed_text("memory_unavailable")
 
 
 @pytest.mark.parametrize(

@@ -642,9 +642,11 @@ async def test_a_task_made_while_outside_text_is_in_the_prompt_waits_for_confirm
     [task] = _manager(entry).open_tasks()
     assert task.status == "suspended"
     request = _newest_with_buttons(telegram, ALICE_ID)
-    assert request["text"].startswith("Please confirm:\nCreate task")
-    assert 'then: "Turn off Kitchen Lights (light.kitchen_lights)"' in request["text"]
-    assert 'message: "Saving energy"' in request["text"]
+    # The integration's own description of the task, as /tasks shows it.
+    assert request["text"].startswith(
+        'Please confirm:\nCreate task 1: 09:20 "Saving energy" '
+        "then Turn off Kitchen Lights (light.kitchen_lights)\n"
+    )
     assert "text from outside the house" in request["text"]
     # Unconfirmed, it never fires.
     await _move_to(hass, freezer, at(28, 9, 21))
@@ -1263,8 +1265,9 @@ async def test_a_cancel_asked_while_outside_text_is_in_the_prompt_waits(
     assert "waiting_for_confirmation" in _tool_results(fake_ollama)[-2]
     assert len(_manager(entry).open_tasks()) == 1
     request = _newest_with_buttons(telegram, ALICE_ID)
-    assert request["text"].startswith("Please confirm:\nCancel task")
-    assert 'message: "Call mum"' in request["text"]
+    assert request["text"].startswith(
+        'Please confirm:\nCancel task 1: 19:00 "Call mum"\n'
+    )
     await telegram.press_button(
         _buttons(request)[0][1], message_id=request["message_id"]
     )
@@ -1530,3 +1533,85 @@ async def test_two_watches_for_the_same_thing_and_one_cancelled(
     )
     await _quiet(hass)
     assert _texts_since(telegram, alice) == []
+
+
+async def test_a_german_user_reads_the_tasks_in_german(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """/tasks, its buttons and the reminder are in the maker's language.
+
+    The task keeps the language it was made in: after a restart, before the
+    maker wrote again (the gateway does not know their language yet), the
+    reminder is still German. Bob, in English, reads English.
+    """
+    telegram.languages[ALICE_ID] = "de"
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Erinnere mich um 19 Uhr an den Müll",
+        [
+            ("schedule", {"message": "Müll rausstellen", "at": "19:00"}),
+            (
+                "schedule",
+                {
+                    "message": "",
+                    "at": "06:30",
+                    "repeat": "weekdays",
+                    "action": TURN_ON_BED,
+                },
+            ),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "for_minutes": 10,
+                    "until": "23:00",
+                },
+            ),
+        ],
+    )
+    assert [t.language for t in _manager(entry).open_tasks()] == ["de"] * 3
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    listing = _newest_with_buttons(telegram, ALICE_ID)
+    assert listing["text"].splitlines() == [
+        "Deine Aufgaben:",
+        '⏰ #1 19:00 "Müll rausstellen"',
+        (
+            "🔁 #2 Mo., 31. März, 06:30, dann montags bis freitags Einschalten:"
+            " Bed Light (light.bed_light)"
+        ),
+        "👀 #3 wenn Garage Door (cover.garage_door) ist 10 Min. lang open bis 23:00",
+    ]
+    assert _buttons(listing) == [
+        ("#1 abbrechen", "/taskcancel_1"),
+        ("#2 abbrechen", "/taskcancel_2"),
+        ("#3 abbrechen", "/taskcancel_3"),
+    ]
+    await telegram.press_button("/taskcancel_3", message_id=listing["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == "Aufgabe 3 abgebrochen."
+    before_bob = len(telegram.sent_messages(BOB_ID))
+    await telegram.send_command("/tasks", chat_id=BOB_ID)
+    await telegram.wait_for_sent(before_bob + 1, chat_id=BOB_ID)
+    assert _texts_since(telegram, before_bob, BOB_ID)[0].startswith(
+        "You have no reminders"
+    )
+
+    async with _restarted(hass, telegram, entry, freezer, at(28, 12)) as (
+        new,
+        restarted,
+    ):
+        before = len(telegram.sent_messages(ALICE_ID))
+        await _move_to(new, freezer, at(28, 19) + timedelta(seconds=1))
+        await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        assert _texts_since(telegram, before)[0] == (
+            "⏰ Müll rausstellen\n(Aufgabe 1, erstellt am Fr., 28. März um 09:00)"
+        )
+        await _settled(restarted)

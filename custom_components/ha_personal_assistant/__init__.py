@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Final
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
-from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
@@ -24,7 +23,11 @@ from .const import (
 )
 from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
-from .repairs import async_check_policy, async_delete_policy_issue
+from .repairs import (
+    async_check_policy,
+    async_delete_policy_issue,
+    async_raise_damaged_file_issue,
+)
 from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .services import async_setup_services
@@ -102,15 +105,7 @@ async def async_setup_entry(
         ("database_recreated", storage.database.recreated_from),
     ):
         if aside is not None:
-            ir.async_create_issue(
-                hass,
-                DOMAIN,
-                key,
-                is_fixable=False,
-                severity=ir.IssueSeverity.WARNING,
-                translation_key=key,
-                translation_placeholders={"path": str(aside)},
-            )
+            async_raise_damaged_file_issue(hass, key, aside)
     try:
         data = await runtime.async_build(hass, entry, storage)
     except BaseException:

@@ -22,16 +22,7 @@ from .agent.graph import (
     new_turn_id,
     partial_text,
 )
-from .agent.prompts import (
-    REPLY_GAVE_UP,
-    REPLY_INTERNAL_ERROR,
-    REPLY_MODEL_ERROR,
-    REPLY_MODEL_MISSING,
-    REPLY_TIMEOUT,
-    REPLY_TOO_MANY_STEPS,
-    REPLY_UNREACHABLE,
-    SYSTEM_PROMPT,
-)
+from .agent.prompts import SYSTEM_PROMPT
 from .const import LOGGER, RECURSION_LIMIT
 from .context import (
     SHARES,
@@ -47,6 +38,7 @@ from .context import (
     describe_moment,
     fence_chunks,
 )
+from .i18n import Texts, async_texts
 from .models import (
     AfterReply,
     DocumentSource,
@@ -265,6 +257,7 @@ class Assistant:
             )
             self.checkpoints.skip_saving(session.thread_id)
         turn_id = new_turn_id()
+        texts = await async_texts(self.hass, speaker.language)
         runtime = TurnRuntime(
             model=self.model,
             registry=self.registry,
@@ -279,6 +272,7 @@ class Assistant:
                 profile_key=speaker.profile_key,
                 user_name=speaker.name,
                 may_act=speaker.may_act,
+                texts=texts,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
@@ -344,7 +338,7 @@ class Assistant:
             # confirmation request: the user asked for it, the policy resolved it.
             self.checkpoints.turn_ended(session.thread_id)
             return TurnResult(
-                self._explain(err),
+                self._explain(err, texts),
                 ok=False,
                 model_seconds=sum(runtime.model_calls),
                 proposals=tuple(runtime.tools.proposals),
@@ -357,7 +351,7 @@ class Assistant:
                 self.checkpoints.async_prune(session.thread_id),
                 f"prune checkpoints of {conversation_key}",
             )
-        reply = shown(_answer(result.get("messages", []), turn_id))
+        reply = shown(_answer(result.get("messages", []), turn_id, texts))
         room = runtime.assembler.history_room(self.counter.count(text))
         if runtime.tools.notices:
             reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
@@ -483,27 +477,27 @@ class Assistant:
         for hook in self.after_reply:
             self.spawn(hook(result.interaction), "ha_personal_assistant after reply")
 
-    def _explain(self, err: Exception) -> str:  # noqa: PLR0911 - a reply per failure
+    def _explain(self, err: Exception, texts: Texts) -> str:  # noqa: PLR0911 - a reply per failure
         """Turn a failure into a short reply, logging each outage once."""
         if isinstance(err, GraphRecursionError):
-            return REPLY_TOO_MANY_STEPS
+            return texts("too_many_steps")
         if isinstance(err, TimeoutError | httpx.TimeoutException):
             self.health.failed("no answer within the request timeout")
-            return REPLY_TIMEOUT
+            return texts("model_timeout")
         if isinstance(err, ConnectionError | httpx.TransportError):
             self.health.failed(f"connection failed ({type(err).__name__})")
-            return REPLY_UNREACHABLE
+            return texts("unreachable")
         if isinstance(err, ResponseError):
             if err.status_code == HTTP_NOT_FOUND:
                 self.health.failed(f"model {self.model_name} not found")
-                return REPLY_MODEL_MISSING.format(model=self.model_name)
+                return texts("model_missing", model=self.model_name)
             self.health.failed(f"HTTP {err.status_code}: {err.error}")
-            return REPLY_MODEL_ERROR
+            return texts("model_error")
         if isinstance(err, ValueError) and "No data received" in str(err):
             self.health.failed("the stream ended without data")
-            return REPLY_MODEL_ERROR
+            return texts("model_error")
         LOGGER.exception("A turn failed", exc_info=err)
-        return REPLY_INTERNAL_ERROR
+        return texts("internal_error")
 
 
 def _model_key(name: str) -> str:
@@ -511,7 +505,7 @@ def _model_key(name: str) -> str:
     return name if ":" in name else f"{name}:latest"
 
 
-def _answer(messages: list[AnyMessage], turn_id: str) -> str:
+def _answer(messages: list[AnyMessage], turn_id: str, texts: Texts) -> str:
     """Return the final answer of the turn ``turn_id``."""
     start = next((i for i, m in enumerate(messages) if m.id == turn_id), 0)
     for message in reversed(messages[start:]):
@@ -519,4 +513,4 @@ def _answer(messages: list[AnyMessage], turn_id: str) -> str:
             if text := message_text(message):
                 return text
             break
-    return REPLY_GAVE_UP
+    return texts("gave_up")

@@ -553,8 +553,9 @@ class Prepared:
     trimmed: bool
     # Tainted turns left the prompt (reduced to the user's own words).
     expired: bool
-    # Told to the user with the reply (their message was cut to fit).
-    notice: str | None = None
+    # The user's message was cut to fit: the characters kept, of how many.
+    # The user is told with the reply.
+    cut: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -591,10 +592,6 @@ CATALOGUE_HEADER: Final = "Entities you can see (entity_id | name | area):"
 NO_CATALOGUE: Final = (
     "{count} entities are exposed to you. The [Context] of a message lists "
     "those it is about; use list_entities to find others."
-)
-CUT_MESSAGE_NOTICE: Final = (
-    "(Your message was too long for the model's context window: only its "
-    "first {kept:,} of {total:,} characters were read.)"
 )
 _ENTITY_LINE_RE: Final = re.compile(
     r"^([a-z0-9_]+\.[a-z0-9_]+)(?: = | \| )", re.MULTILINE
@@ -705,7 +702,7 @@ class ContextAssembler:
                 trimmed = True
         turns, expired = expire_taint(turns)
         room = self._room()
-        notice = None
+        cut = None
         max_user = int(room * MAX_USER_SHARE)
         if counter.count(text) > max_user:
             total = len(text)
@@ -713,7 +710,7 @@ class ContextAssembler:
             while keep > 1 and counter.count(text[:keep]) > max_user:
                 keep = int(keep * 0.9)
             text = text[:keep]
-            notice = CUT_MESSAGE_NOTICE.format(kept=keep, total=total)
+            cut = (keep, total)
         user_tokens = counter.count(text)
         live_allowance = int(max(0, room - user_tokens) * LIVE_SHARE)
         history_room = self.history_room(user_tokens)
@@ -736,7 +733,7 @@ class ContextAssembler:
             documents=_document_messages(text, documents) if documents else [],
             trimmed=trimmed,
             expired=expired,
-            notice=notice,
+            cut=cut,
         )
 
     def _trim(

@@ -23,6 +23,9 @@ class Speaker:
     # A known person (security/people.py): may change state and memory. The
     # Telegram gateway decides it for every update; Assist users are HA users.
     may_act: bool = True
+    # The language of the fixed texts this person reads (i18n.pick_language);
+    # None: Home Assistant's.
+    language: str | None = None
 
     @property
     def profile_key(self) -> str:

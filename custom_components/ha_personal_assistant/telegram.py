@@ -10,7 +10,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,26 +22,20 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
+from telegram import Update
+from telegram.ext import TypeHandler
 
-from .agent.prompts import (
-    HELP_TEXT,
-    REPLY_CONFIRMATION_NOT_STORED,
-    REPLY_INTERNAL_ERROR,
-    REPLY_INTERRUPTED,
-    REPLY_NEW_SESSION,
-    REPLY_STORAGE_UNAVAILABLE,
-    REPLY_UNKNOWN_COMMAND,
-)
 from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .i18n import async_texts, pick_language
 from .memory.profile import async_memory_command
 from .models import Speaker
 from .security.confirmations import (
     ConfirmationManager,
     DecisionResult,
     Outcome,
-    summarize,
+    async_summarize,
 )
-from .security.people import NOT_KNOWN_REPLY, is_known
+from .security.people import is_known
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
@@ -52,12 +46,15 @@ from .tasks.chat import (
     async_cancel_press,
     async_listing,
 )
+from .telegram_watch import SignalWatch
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
 
     from .assistant import Assistant
+    from .i18n import Texts
+    from .models import TurnResult
     from .security.permissions import Verdict
     from .tasks.manager import TaskManager
 
@@ -73,6 +70,9 @@ SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
 PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
+# A stop or unload that comes while an answer is being sent waits this long
+# for it before cutting it off.
+DELIVERY_GRACE: Final = 3.0  # seconds
 # Delivery of replies. telegram_bot does not retry: its services raise
 # HomeAssistantError on the first error of python-telegram-bot, which, as
 # telegram_bot builds its Bot (an HTTPXRequest, no AIORateLimiter), makes
@@ -95,15 +95,37 @@ _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 QUOTE_CHARS: Final = 60
 CALLBACK_TEXT_LIMIT: Final = 200  # Telegram's limit for a callback answer
 SEARCH_OUTCOMES: Final = defaultdict(
-    lambda: "unknown",
+    lambda: "search_unknown",
     {
-        search_audit.OUTCOME_SENT: "sent",
-        search_audit.OUTCOME_NOT_SENT: "not sent (too personal)",
-        search_audit.OUTCOME_SANITIZER_ERROR: "not sent (privacy check failed)",
-        search_audit.OUTCOME_FAILED: "failed",
-        search_audit.OUTCOME_TIMEOUT: "timed out",
+        search_audit.OUTCOME_SENT: "search_sent",
+        search_audit.OUTCOME_NOT_SENT: "search_not_sent",
+        search_audit.OUTCOME_SANITIZER_ERROR: "search_privacy_failed",
+        search_audit.OUTCOME_FAILED: "search_failed",
+        search_audit.OUTCOME_TIMEOUT: "search_timed_out",
     },
 )
+# The audit's words for how an action was decided and how it ended, shown by
+# /actions in the reader's language (an error message stays as it came).
+AUDIT_WORDS: Final = frozenset(
+    {
+        "requested",
+        "confirmed",
+        "cancelled",
+        "late",
+        "expired",
+        "not_needed",
+        "pending",
+        "executing",
+        "executed",
+        "done",
+        "failed",
+        "refused",
+        "interrupted",
+    }
+)
+# The python-telegram-bot handler group that learns each sender's language:
+# below telegram_bot's own (0), so it runs before the update's event is fired.
+LANGUAGE_HANDLER_GROUP: Final = -1
 # Streaming replies: the first partial text after about a second, then drafts
 # at most once a second (private chats) or edits at most every 3 s (groups,
 # where drafts do not exist and each edit counts against the rate limit).
@@ -132,6 +154,8 @@ class Incoming:
     command: str | None = None
     # Set for inline-button presses: the callback query to answer.
     callback_id: str | None = None
+    # The sender's Telegram language_code (such as "de" or "pt-br"), if known.
+    language: str | None = None
 
     @property
     def key(self) -> str:
@@ -482,6 +506,13 @@ class TelegramGateway:
         self._unsubs: list[Callable[[], None]] = []
         # telegram_bot entry id -> unsubscribe from its bot's update signal.
         self._bots: dict[str, Callable[[], None]] = {}
+        # Each sender's Telegram language_code, from the raw updates, and the
+        # bots' applications that report it (telegram_bot entry id -> the
+        # application and our handler in it).
+        self._languages: dict[int, str] = {}
+        self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
+        # Updates telegram_bot reported on the bus but not through the signal.
+        self.signal_watch = SignalWatch(hass, EVENT_TYPES, self._bots.keys)
         self._send_failed = False
         # Replies in a row that could not be delivered, and the last error.
         self._undelivered = 0
@@ -507,6 +538,8 @@ class TelegramGateway:
         # obey what telegram_bot received from Telegram.
         for bot_entry in self.hass.config_entries.async_entries(TELEGRAM_DOMAIN):
             self._async_follow_bot(bot_entry)
+        self._unsubs.append(self.signal_watch.async_start())
+        self._unsubs.append(self.signal_watch.async_remove_issue)
         self._unsubs.append(
             async_dispatcher_connect(
                 self.hass, SIGNAL_CONFIG_ENTRY_CHANGED, self._async_entry_changed
@@ -538,9 +571,50 @@ class TelegramGateway:
 
         @callback
         def _on_update(event_type: str, data: Mapping[str, Any]) -> None:
+            self.signal_watch.async_delivered(event_type, data)
             self._async_on_update(entry_id, event_type, data)
 
         self._bots[entry_id] = async_dispatcher_connect(self.hass, name, _on_update)
+        self._async_watch_languages(bot_entry)
+
+    @callback
+    def _async_watch_languages(self, bot_entry: ConfigEntry[Any]) -> None:
+        """Learn each sender's Telegram language_code from the bot's updates.
+
+        telegram_bot's events leave the language out, but the update it came
+        in has it. The bot's python-telegram-bot application (polling and
+        webhooks; a broadcast bot receives nothing) runs a handler of a lower
+        group before telegram_bot's own, which sends the update to us. If
+        telegram_bot changes inside, the texts fall back to HA's language.
+        """
+        service = getattr(bot_entry, "runtime_data", None)
+        application = getattr(getattr(service, "app", None), "application", None)
+        watched = self._language_handlers.get(bot_entry.entry_id)
+        if application is None or (watched and watched[0] is application):
+            return
+        self._async_unwatch_languages(bot_entry.entry_id)
+        handler: TypeHandler[Any, Any, Any] = TypeHandler(Update, self._note_language)
+        try:
+            application.add_handler(handler, group=LANGUAGE_HANDLER_GROUP)
+        except Exception as err:  # noqa: BLE001 - the texts fall back to HA's language
+            LOGGER.debug("Cannot learn the Telegram users' languages: %s", err)
+            return
+        self._language_handlers[bot_entry.entry_id] = (application, handler)
+
+    @callback
+    def _async_unwatch_languages(self, bot_entry_id: str) -> None:
+        if (watched := self._language_handlers.pop(bot_entry_id, None)) is None:
+            return
+        application, handler = watched
+        with suppress(Exception):
+            application.remove_handler(handler, group=LANGUAGE_HANDLER_GROUP)
+
+    async def _note_language(self, update: object, _context: object) -> None:
+        """Remember the sender's language_code; the update goes on unchanged."""
+        user = getattr(update, "effective_user", None)
+        code = getattr(user, "language_code", None)
+        if isinstance(code, str) and code and isinstance(user_id := user.id, int):  # type: ignore[union-attr]
+            self._languages[user_id] = code
 
     @callback
     def _async_entry_changed(
@@ -552,13 +626,18 @@ class TelegramGateway:
         if change is ConfigEntryChange.REMOVED:
             if (unsub := self._bots.pop(entry.entry_id, None)) is not None:
                 unsub()
+            self._async_unwatch_languages(entry.entry_id)
             return
         self._async_follow_bot(entry)
+        # A reloaded bot has a new application.
+        self._async_watch_languages(entry)
 
     @callback
     def _async_unfollow_bots(self) -> None:
         while self._bots:
             self._bots.popitem()[1]()
+        for bot_entry_id in list(self._language_handlers):
+            self._async_unwatch_languages(bot_entry_id)
 
     async def _async_prune(self, _now: datetime) -> None:
         """Forget message ids old enough that Telegram will not send them again."""
@@ -592,6 +671,8 @@ class TelegramGateway:
             return
         if incoming is None:
             return
+        if language := self._languages.get(incoming.user_id):
+            incoming = replace(incoming, language=language)
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
             LOGGER.debug(
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
@@ -651,11 +732,13 @@ class TelegramGateway:
                     # A command that needs the database (/new, /confirm, ...)
                     # while it is locked or full: nothing was done.
                     LOGGER.debug("Storage unavailable for a command: %s", err)
-                    await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
+                    texts = await self._async_texts(incoming)
+                    await self._async_send(incoming, texts("storage_unavailable"))
                     await self._async_answered(in_flight)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
-                    await self._async_send(incoming, REPLY_INTERNAL_ERROR)
+                    texts = await self._async_texts(incoming)
+                    await self._async_send(incoming, texts("internal_error"))
                     await self._async_answered(in_flight)
         finally:
             if self._workers.get(key) is asyncio.current_task():
@@ -676,6 +759,7 @@ class TelegramGateway:
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             chat_id=incoming.chat_id,
             may_act=self._is_known(incoming),
+            language=pick_language(incoming.language, self.hass.config.language),
         )
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
@@ -691,16 +775,39 @@ class TelegramGateway:
             raise
         finally:
             typing.cancel()
-        await stream.async_finish(result.reply)
+        # The answer exists: an unload or stop that comes now lets it go out
+        # (briefly), rather than cutting it between the reply and its buttons
+        # and then reporting an answered message as unanswered.
+        delivery = self.hass.async_create_task(
+            self._async_send_answer(incoming, speaker, result, stream, in_flight),
+            "ha_personal_assistant delivery",
+        )
+        try:
+            await asyncio.shield(delivery)
+        except asyncio.CancelledError:
+            await asyncio.wait({delivery}, timeout=DELIVERY_GRACE)
+            delivery.cancel()
+            raise
         self.last_latency = time.monotonic() - started
+        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
+        # Only now: summaries and learning must never delay the reply.
+        self.assistant.async_after_reply(result)
+
+    async def _async_send_answer(
+        self,
+        incoming: Incoming,
+        speaker: Speaker,
+        result: TurnResult,
+        stream: ReplyStream,
+        in_flight: int | None,
+    ) -> None:
+        """Send the reply and its Confirm buttons; cross the message off."""
+        await stream.async_finish(result.reply)
         if result.proposals and speaker.may_act:
             # Never a Confirm button for someone who may not act (the tools
             # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
         await self._async_answered(in_flight)
-        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
-        # Only now: summaries and learning must never delay the reply.
-        self.assistant.async_after_reply(result)
 
     async def _async_request_confirmation(
         self,
@@ -713,6 +820,7 @@ class TelegramGateway:
         Stored first: if the message cannot be sent, /confirm still works. An
         action that cannot be stored is refused: it could never be confirmed.
         """
+        texts = await self._async_texts(incoming)
         try:
             action = await self.confirmations.async_propose(
                 conversation_key=incoming.key,
@@ -721,14 +829,17 @@ class TelegramGateway:
                 requester=speaker.person,
                 ha_user_id=speaker.ha_user_id,
                 verdicts=proposals,
+                texts=texts,
             )
         except sqlite3.Error as err:
             LOGGER.debug("Confirmation request not stored: %s", err)
-            summary = summarize(
-                self.hass, [call for verdict in proposals for call in verdict.calls]
+            summary = await async_summarize(
+                self.hass,
+                [call for verdict in proposals for call in verdict.calls],
+                texts,
             )
             await self._async_send(
-                incoming, REPLY_CONFIRMATION_NOT_STORED.format(summary=summary)
+                incoming, texts("confirmation_not_stored", summary=summary)
             )
             return
         response = await self._async_deliver(
@@ -737,14 +848,14 @@ class TelegramGateway:
                 "config_entry_id": incoming.bot_entry_id,
                 "chat_id": incoming.chat_id,
                 "message": confirmation_text(
-                    action.summary, self.confirmations.timeout, action.reason
+                    texts, action.summary, self.confirmations.timeout, action.reason
                 ),
                 "parse_mode": "plain_text",
                 "disable_web_page_preview": True,
                 "inline_keyboard": [
                     [
-                        ["Confirm", f"{CMD_CONFIRM}_{action.token}"],
-                        ["Cancel", f"{CMD_CANCEL}_{action.token}"],
+                        [texts("button_confirm"), f"{CMD_CONFIRM}_{action.token}"],
+                        [texts("button_cancel"), f"{CMD_CANCEL}_{action.token}"],
                     ]
                 ],
             },
@@ -759,6 +870,7 @@ class TelegramGateway:
         if incoming.command == CMD_TASK_CANCEL:
             await self._async_on_task_press(incoming)
             return
+        texts = await self._async_texts(incoming)
         try:
             action = await self.confirmations.async_find(
                 token=incoming.text,
@@ -770,13 +882,12 @@ class TelegramGateway:
                 user=_person(incoming),
                 confirm=incoming.command == CMD_CONFIRM,
                 may_act=self._is_known(incoming),
+                texts=texts,
             )
         except Exception:  # noqa: BLE001 - the press must be answered
             # The claim makes a retry safe: it cannot run the action twice.
             LOGGER.exception("Could not decide a pending action")
-            await self._async_answer_press(
-                incoming, "Something went wrong. /actions shows what happened."
-            )
+            await self._async_answer_press(incoming, texts("press_failed"))
             return
         self.assistant.stats.async_notify()
         try:
@@ -818,7 +929,9 @@ class TelegramGateway:
             },
         )
 
-    async def _async_decide_command(self, incoming: Incoming, command: str) -> str:
+    async def _async_decide_command(
+        self, incoming: Incoming, command: str, texts: Texts
+    ) -> str:
         """Handle /confirm and /cancel (optionally with a request's token)."""
         name, _, token = command.partition("_")
         action = await self.confirmations.async_find(
@@ -829,43 +942,51 @@ class TelegramGateway:
             user=_person(incoming),
             confirm=name == CMD_CONFIRM,
             may_act=self._is_known(incoming),
+            texts=texts,
         )
         if result.action is not None and result.outcome not in _NOT_DECIDED:
             await self._async_show_outcome(incoming, result, result.action.message_id)
         self.assistant.stats.async_notify()
         return result.text
 
-    async def _async_recent_actions(self, incoming: Incoming) -> str:
+    async def _async_recent_actions(self, incoming: Incoming, texts: Texts) -> str:
         """Describe the sender's latest audited actions."""
         rows = await self.confirmations.async_recent(_person(incoming), RECENT_ACTIONS)
         if not rows:
-            return "You have no recent actions."
-        lines = ["Your recent actions:"]
+            return texts("actions_none")
+        lines = [texts("actions_title")]
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row["ts"]))
             entities = ", ".join(row["entities"])
+            how = [
+                texts(f"audit_{word}") if word in AUDIT_WORDS else word
+                for word in (row["confirmation"], row["outcome"])
+                if word != "none"
+            ]
             lines.append(
-                f"{when:%m-%d %H:%M} {row['service']} {entities}: "
-                f"{row['confirmation']}, {row['outcome']}".replace(": none, ", ": ")
+                f"{when:%m-%d %H:%M} {row['service']} {entities}: {', '.join(how)}"
             )
         return "\n".join(lines)
 
-    async def _async_recent_searches(self, incoming: Incoming) -> str:
+    async def _async_recent_searches(self, incoming: Incoming, texts: Texts) -> str:
         """Describe the sender's latest web searches, as they were sent."""
         person = _person(incoming)
         rows = await self.assistant.database.async_run(
             lambda conn: search_audit.recent(conn, person, RECENT_SEARCHES)
         )
         if not rows:
-            return "You have no recent web searches."
-        lines = ["Your recent web searches (as sent, personal details removed):"]
+            return texts("searches_none")
+        lines = [texts("searches_title")]
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row.ts))
-            line = f'{when:%m-%d %H:%M} "{row.query}": {SEARCH_OUTCOMES[row.outcome]}'
+            outcome = texts(SEARCH_OUTCOMES[row.outcome])
+            line = f'{when:%m-%d %H:%M} "{row.query}": {outcome}'
             if row.outcome == search_audit.OUTCOME_SENT:
-                line += f", {row.results} results"
+                line += ", " + texts("search_results", count=row.results)
             if row.categories:
-                line += f"; removed: {', '.join(row.categories)}"
+                line += "; " + texts(
+                    "search_removed", categories=", ".join(row.categories)
+                )
             lines.append(line)
         return "\n".join(lines)
 
@@ -942,39 +1063,47 @@ class TelegramGateway:
                 len(messages),
                 len(chats),
             )
+        # The senders' languages are not known yet after a start: HA's.
+        texts = await async_texts(self.hass)
         for (bot_entry_id, chat_id), quotes in chats.items():
-            text = REPLY_INTERRUPTED.format(
-                messages=(
-                    f"your message {quotes[0]}"
-                    if len(quotes) == 1
-                    else f"your messages {', '.join(quotes[:-1])} and {quotes[-1]}"
-                ),
-                them="it" if len(quotes) == 1 else "them",
+            text = (
+                texts("interrupted_one", message=quotes[0])
+                if len(quotes) == 1
+                else texts(
+                    "interrupted_many",
+                    messages=", ".join(quotes[:-1]),
+                    last=quotes[-1],
+                )
             )
             await self._async_send_to(bot_entry_id, chat_id, text)
 
+    async def _async_texts(self, incoming: Incoming) -> Texts:
+        """Return the fixed texts in the sender's language, else HA's."""
+        return await async_texts(self.hass, incoming.language)
+
     async def _async_command(self, incoming: Incoming) -> None:
         command = incoming.command
+        texts = await self._async_texts(incoming)
         if command in ("/help", "/start"):
-            reply = HELP_TEXT
+            reply = texts("help")
         elif command == "/new":
             await self.assistant.async_new_session(incoming.key)
-            reply = REPLY_NEW_SESSION
+            reply = texts("new_session")
         elif command is not None and command.partition("_")[0] in (
             CMD_CONFIRM,
             CMD_CANCEL,
         ):
-            reply = await self._async_decide_command(incoming, command)
+            reply = await self._async_decide_command(incoming, command, texts)
         elif command == CMD_TASKS:
             await self._async_show_tasks(incoming)
             return
         elif command == "/actions":
-            reply = await self._async_recent_actions(incoming)
+            reply = await self._async_recent_actions(incoming, texts)
         elif command == "/searchlog":
-            reply = await self._async_recent_searches(incoming)
+            reply = await self._async_recent_searches(incoming, texts)
         elif command == "/forget" and not self._is_known(incoming):
             # Memory writes are for known people only.
-            reply = NOT_KNOWN_REPLY
+            reply = texts("not_known_reply")
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(
@@ -983,10 +1112,10 @@ class TelegramGateway:
                 ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             ).profile_key
             reply = await async_memory_command(
-                self.assistant.memory, profile_key, command, incoming.text
+                self.assistant.memory, profile_key, command, incoming.text, texts
             )
         else:
-            reply = REPLY_UNKNOWN_COMMAND.format(command=command)
+            reply = texts("unknown_command", command=command)
         await self._async_send(incoming, reply)
 
     async def _async_show_tasks(
@@ -994,8 +1123,8 @@ class TelegramGateway:
     ) -> None:
         """Send /tasks (or refresh the list in ``message_id``), a button per task."""
         text, keyboard = await async_listing(
-            self.hass,
             self.tasks,
+            await self._async_texts(incoming),
             person=_person(incoming),
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             everyone=incoming.text.strip().lower() == "all",
@@ -1019,27 +1148,29 @@ class TelegramGateway:
 
     async def _async_on_task_press(self, incoming: Incoming) -> None:
         """Cancel the task a /tasks button names, then refresh the list."""
-        text = await async_cancel_press(
+        texts = await self._async_texts(incoming)
+        if not self._is_known(incoming):
+            # Only people the assistant knows may cancel (security/people.py).
+            await self._async_answer_press(incoming, texts("not_known_decision"))
+            return
+        cancelled, text = await async_cancel_press(
             self.tasks,
             incoming.text,
+            texts,
             person=_person(incoming),
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
-            may_act=self._is_known(incoming),
         )
         await self._async_answer_press(incoming, text)
-        if text.startswith("Cancelled") and incoming.message_id is not None:
+        if cancelled and incoming.message_id is not None:
             # The list shows the presser's own tasks, left after the cancel.
             await self._async_show_tasks(
-                Incoming(
-                    incoming.bot_entry_id,
-                    incoming.chat_id,
-                    incoming.user_id,
-                    incoming.message_id,
-                    incoming.first_name,
-                    "",
-                ),
+                replace(incoming, command=None, text=""),
                 incoming.message_id,
             )
+
+    def language_of(self, user_id: int) -> str | None:
+        """Return a Telegram user's language_code, if their updates told it."""
+        return self._languages.get(user_id)
 
     async def async_send_text(
         self,
@@ -1062,7 +1193,7 @@ class TelegramGateway:
                 data["inline_keyboard"] = keyboard
             await self._async_call("send_message", data)
 
-    async def async_request_confirmation(
+    async def async_request_confirmation(  # noqa: PLR0913 - keyword-only
         self,
         *,
         bot_entry_id: str,
@@ -1070,12 +1201,23 @@ class TelegramGateway:
         person: str,
         ha_user_id: str | None,
         proposals: Sequence[Verdict],
+        language: str | None = None,
     ) -> None:
-        """Ask ``person`` to confirm, as after a turn (a task's action when due)."""
+        """Ask ``person`` to confirm, as after a turn (a task's action when due).
+
+        In ``language``, the one the task's maker reads (their Telegram
+        language when known, else the task's, else HA's).
+        """
         user_id = _as_int(person.partition(":")[2]) or 0
         await self._async_request_confirmation(
-            Incoming(bot_entry_id, chat_id, user_id, None, None, ""),
-            Speaker(person=person, name=None, ha_user_id=ha_user_id, chat_id=chat_id),
+            Incoming(bot_entry_id, chat_id, user_id, None, None, "", language=language),
+            Speaker(
+                person=person,
+                name=None,
+                ha_user_id=ha_user_id,
+                chat_id=chat_id,
+                language=language,
+            ),
             proposals,
         )
 
@@ -1249,15 +1391,25 @@ def _sent_message_id(response: ServiceResponse | bool) -> int | None:  # noqa: F
     return None
 
 
-def confirmation_text(summary: str, timeout: float, reason: str | None = None) -> str:
+def confirmation_text(
+    texts: Texts, summary: str, timeout: float, reason: str | None = None
+) -> str:
     """Write the confirmation request from the resolved action.
 
     ``reason`` says why outside text made it ask (the taint rule); /new is how
     the user ends that conversation.
     """
     if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
-        expiry = f"{int(timeout)} second{'s' if int(timeout) != 1 else ''}"
+        seconds = int(timeout)
+        expiry = (
+            texts("expiry_one_second")
+            if seconds == 1
+            else texts("expiry_seconds", count=seconds)
+        )
     else:
-        expiry = f"{int(timeout // 60)} minutes"
-    why = f"\n\n{reason} /new ends it." if reason else ""
-    return f"Please confirm:\n{summary}{why}\n\nThis request expires in {expiry}."
+        expiry = texts("expiry_minutes", count=int(timeout // 60))
+    if reason:
+        return texts(
+            "confirm_request_tainted", summary=summary, reason=reason, expiry=expiry
+        )
+    return texts("confirm_request", summary=summary, expiry=expiry)

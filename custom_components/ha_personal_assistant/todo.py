@@ -21,8 +21,9 @@ from homeassistant.helpers import entity_registry as er
 
 from .const import DOMAIN
 from .entity import PersonalAssistantEntity
+from .i18n import Texts, async_texts
 from .security.permissions import ASSISTANT
-from .tasks.describe import action_text, local, task_icon, watch_text
+from .tasks.describe import action_text, local, repeat_text, task_icon, watch_text
 from .tasks.manager import TaskRefusedError
 from .tasks.store import TaskKind, TaskStatus
 
@@ -61,11 +62,14 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
         self.manager = manager
         # Each open task's item, kept while the task does not change.
         self._cache: dict[int, tuple[tuple[float, str], TodoItem]] = {}
+        # The list holds everyone's tasks: it reads in Home Assistant's language.
+        self._texts = Texts()
 
     @override
     async def async_added_to_hass(self) -> None:
         """Follow the tasks; keep the list away from Assist unless chosen."""
         await super().async_added_to_hass()
+        self._texts = await async_texts(self.hass)
         # The manager that runs the tasks (another entry's, if it came first).
         self.async_on_remove(
             self.manager.current.async_add_listener(self._async_changed)
@@ -118,24 +122,25 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
 
     def _item(self, task: Task) -> TodoItem:
         hass = self.hass
+        texts = self._texts
         details: list[str] = []
-        action = action_text(hass, task.action)
+        action = action_text(hass, task.action, texts)
         if task.kind == TaskKind.WATCH:
-            what = f"When {watch_text(hass, task)}"
+            what = texts("todo_when", watch=watch_text(hass, task, texts))
             summary = task.message or what
             if task.message:
                 details.append(what)
             due = task.fire_at if task.fire_at is not None else task.until
         else:
-            summary = task.message or action or "Reminder"
+            summary = task.message or action or texts("todo_reminder")
             due = task.fire_at
-            if task.repeat != "none":
-                details.append(f"Repeats {task.repeat}")
+            if repeat := repeat_text(texts, task.repeat):
+                details.append(texts("todo_repeats", repeat=repeat))
         if action is not None and task.message:
-            details.append(f"Then: {action}")
-        details.append(f"Made by {task.owner_name or task.owner}")
+            details.append(texts("todo_then", action=action))
+        details.append(texts("todo_made_by", name=task.owner_name or task.owner))
         if task.status == TaskStatus.SUSPENDED:
-            details.append("Waiting for its maker's Confirm")
+            details.append(texts("todo_waiting"))
         return TodoItem(
             summary=f"{task_icon(task)} {summary}",
             uid=str(task.id),

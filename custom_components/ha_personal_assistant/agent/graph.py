@@ -30,10 +30,6 @@ from ..const import LOGGER, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
 from .prompts import (
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
-    REPLY_CUT_AT_LIMIT,
-    REPLY_GAVE_UP,
-    REPLY_TOO_MANY_STEPS,
-    REPLY_UNUSABLE,
     SYSTEM_PROMPT,
 )
 from .reply_check import (
@@ -277,8 +273,11 @@ async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str,
     turn.prepared = prepared
     if sources := state.get("text_sources"):
         mark_message(prepared.user, sources)
-    if prepared.notice:
-        turn.tools.notices.append(prepared.notice)
+    if prepared.cut is not None:
+        kept, total = prepared.cut
+        turn.tools.notices.append(
+            turn.tools.texts("message_cut", kept=f"{kept:,}", total=f"{total:,}")
+        )
     return {
         "messages": [
             RemoveMessage(id=REMOVE_ALL_MESSAGES),
@@ -304,7 +303,10 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
 
     def retry(*messages: AnyMessage) -> dict[str, Any]:
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS:
-            return {"messages": [_final(REPLY_GAVE_UP)], "route": "finish"}
+            return {
+                "messages": [_final(turn.tools.texts("gave_up"))],
+                "route": "finish",
+            }
         return {
             "messages": list(messages),
             "feedback_rounds": feedback_rounds + 1,
@@ -352,14 +354,17 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
         return retry(_feedback(FEEDBACK_EMPTY))
     if response.response_metadata.get("done_reason") == "length":
         # Cut at num_predict: the user is told, in the integration's words.
-        turn.tools.notices.append(REPLY_CUT_AT_LIMIT)
+        turn.tools.notices.append(turn.tools.texts("cut_at_limit"))
     if (junk := check_reply(text)) is not None:
         # One correction, then an honest apology: never the junk itself.
         LOGGER.debug("The model wrote %s instead of an answer", junk.junk)
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS or corrected_before(
             state.get("messages", []), state.get("turn_id")
         ):
-            return {"messages": [_final(REPLY_UNUSABLE)], "route": "finish"}
+            return {
+                "messages": [_final(turn.tools.texts("unusable"))],
+                "route": "finish",
+            }
         return retry(rejected_answer(response, text), _feedback(junk.feedback))
     return {"messages": [response], "route": "finish"}
 
@@ -397,12 +402,12 @@ async def call_tools(
     if malformed:
         feedback_rounds = state.get("feedback_rounds", 0)
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS:
-            update["messages"] = [*results, _final(REPLY_GAVE_UP)]
+            update["messages"] = [*results, _final(turn.tools.texts("gave_up"))]
             update["route"] = "finish"
             return update
         update["feedback_rounds"] = feedback_rounds + 1
     if tool_rounds >= MAX_TOOL_ROUNDS and update["route"] == "agent":
-        update["messages"] = [*results, _final(REPLY_TOO_MANY_STEPS)]
+        update["messages"] = [*results, _final(turn.tools.texts("too_many_steps"))]
         update["route"] = "finish"
     return update
 

@@ -226,7 +226,8 @@ MIGRATIONS: dict[int, str] = {
             updated_at REAL NOT NULL,
             fired_count INTEGER NOT NULL DEFAULT 0,
             last_fired_at REAL,
-            outcome TEXT
+            outcome TEXT,
+            language TEXT
         );
         CREATE INDEX tasks_status ON tasks (status);
         CREATE INDEX tasks_owner ON tasks (owner, status);

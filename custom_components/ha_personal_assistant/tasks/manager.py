@@ -46,7 +46,8 @@ from homeassistant.util import dt as dt_util
 from homeassistant.util.hass_dict import HassKey
 
 from ..const import DOMAIN, LOGGER
-from ..security.confirmations import entity_label, one_line, summarize
+from ..i18n import async_texts
+from ..security.confirmations import async_summarize, entity_label, one_line
 from ..security.people import is_known
 from ..security.permissions import (
     ASSISTANT,
@@ -61,7 +62,6 @@ from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
 from . import store
 from .describe import (
-    GONE,
     action_call,
     made_text,
     summary_line,
@@ -83,6 +83,7 @@ if TYPE_CHECKING:
         State,
     )
 
+    from ..i18n import Texts
     from ..security.confirmations import ConfirmationManager
     from ..security.permissions import Policy
     from ..store.actions import PendingAction
@@ -169,10 +170,14 @@ class TaskGateway(Protocol):
         """Telegram user id -> the HA user id they act as."""
         ...
 
+    def language_of(self, user_id: int) -> str | None:
+        """Return a Telegram user's language_code, if their messages told it."""
+        ...
+
     async def async_send_text(self, bot_entry_id: str, chat_id: int, text: str) -> None:
         """Send a message the integration wrote."""
 
-    async def async_request_confirmation(
+    async def async_request_confirmation(  # noqa: PLR0913 - keyword-only
         self,
         *,
         bot_entry_id: str,
@@ -180,6 +185,7 @@ class TaskGateway(Protocol):
         person: str,
         ha_user_id: str | None,
         proposals: Sequence[Verdict],
+        language: str | None = None,
     ) -> None:
         """Ask ``person`` to confirm the restricted calls in ``proposals``."""
 
@@ -779,10 +785,8 @@ class TaskManager:
 
     async def _async_interrupted(self, task: Task, now: float) -> None:
         """Settle a task a stop caught firing: it may have run; never twice."""
-        text = (
-            f"Task {task.id} was interrupted by a restart while it ran, so it "
-            "was not run again. Check that it did what you wanted."
-        )
+        texts = await self._async_texts(task)
+        text = texts("task_interrupted", task=task.id)
         if task.repeat != Repeat.NONE and task.kind == TaskKind.SCHEDULE:
             upcoming = self._next(task, now)
             updated = await self.database.async_run(
@@ -799,14 +803,14 @@ class TaskManager:
     async def _async_missed(self, task: Task, now: float) -> None:
         """Beyond the grace window: the maker is told; a repeat goes on."""
         assert task.fire_at is not None  # noqa: S101 - only timed tasks are missed
-        due = when_text(task.fire_at, now)
-        what = f'"{task.message}"' if task.message else summary_line(self.hass, task)
-        lines = [
-            (
-                f"Missed: {what} was due at {due}, while Home Assistant was not "
-                "running, so it was not done."
-            )
-        ]
+        texts = await self._async_texts(task)
+        due = when_text(texts, task.fire_at, now)
+        what = (
+            f'"{task.message}"'
+            if task.message
+            else summary_line(self.hass, task, texts)
+        )
+        lines = [texts("task_missed", what=what, time=due)]
         if task.repeat != Repeat.NONE and task.kind == TaskKind.SCHEDULE:
             upcoming = self._next(task, now)
             updated = await self.database.async_run(
@@ -816,10 +820,10 @@ class TaskManager:
             )
             if updated is not None:
                 self._keep(updated)
-            lines.append(f"It is next due at {when_text(upcoming, now)}.")
+            lines.append(texts("task_next_due", time=when_text(texts, upcoming, now)))
         else:
             await self._async_settle(task, TaskStatus.MISSED, "missed")
-        lines.append(made_text(task, group=_is_group(task)))
+        lines.append(made_text(task, texts, group=_is_group(task)))
         await self._async_tell(task, "\n".join(lines))
         self._event(task, "missed", late=True)
 
@@ -962,32 +966,30 @@ class TaskManager:
     async def _async_run(self, task: Task, *, trigger: str, late: bool) -> Firing:
         """Check, tell and act; return how it went."""
         header: list[str] = []
+        texts = await self._async_texts(task)
         if task.kind == TaskKind.WATCH:
             entity_id = task.entity_id or ""
             state = self.hass.states.get(entity_id)
             if state is None or not is_visible(self.hass, entity_id):
-                await self._async_tell(task, self._gone_text(task))
+                await self._async_tell(task, self._gone_text(task, texts))
                 return Firing(TaskStatus.FAILED, "entity gone or hidden")
             if trigger == "time" and not self._check_now(task, state.state):
                 # "If the garage is still open at 22:00": it was not.
                 return Firing(TaskStatus.DONE, "condition not met", fired=False)
             name = entity_label(self.hass, entity_id)
-            fact = f"{name} is now {one_line(state.state, 60)}"
-            header.append(f"👀 {task.message}" if task.message else f"👀 {fact}.")
+            fact = texts("task_fact", name=name, state=one_line(state.state, 60))
+            header.append(f"👀 {task.message}" if task.message else f"👀 {fact}")
             if task.message:
-                header.append(f"({fact}.)")
+                header.append(f"({fact})")
         elif task.message:
             header.append(f"⏰ {task.message}")
         if late and task.fire_at is not None:
-            header.append(
-                f"(late: it was due at {when_text(task.fire_at)}, while Home "
-                "Assistant was not running)"
-            )
-        footer = made_text(task, group=_is_group(task))
+            header.append(texts("task_late", time=when_text(texts, task.fire_at)))
+        footer = made_text(task, texts, group=_is_group(task))
         if not task.action:
             await self._async_tell(task, "\n".join([*header, footer]))
             return Firing(TaskStatus.DONE, "told")
-        return await self._async_act(task, header, footer)
+        return await self._async_act(task, texts, header, footer)
 
     def _check_now(self, task: Task, state: str) -> bool:
         """Tell whether a watch that checks once finds its condition met."""
@@ -1005,16 +1007,14 @@ class TaskManager:
         held = time.time() - current.last_changed.timestamp() if current else 0.0
         return held >= 60.0 * task.for_minutes
 
-    async def _async_act(self, task: Task, header: list[str], footer: str) -> Firing:
+    async def _async_act(
+        self, task: Task, texts: Texts, header: list[str], footer: str
+    ) -> Firing:
         """Judge the action now, as its maker, and run it, ask, or refuse."""
         assert task.action is not None  # noqa: S101 - checked by the caller
         may_act, ha_user_id = await self._maker(task)
         if not may_act:
-            refused = (
-                f"Task {task.id} did not run its action: the person who made it "
-                "can no longer change things through the assistant. Nothing was "
-                "done."
-            )
+            refused = texts("task_maker_may_not_act", task=task.id)
             await self._async_tell(task, *header, refused, footer)
             return Firing(TaskStatus.FAILED, "maker may no longer act")
         domain, service, data = action_call(task.action)
@@ -1022,24 +1022,25 @@ class TaskManager:
         name = f"{domain}.{service}"
         if verdict.decision is Decision.BLOCK:
             await self._async_audit(task, verdict, name, ha_user_id, "refused")
-            refused = (
-                f"Task {task.id} could not run its action: "
-                f"{one_line(verdict.reason, 200)}. Nothing was done."
+            refused = texts(
+                "task_action_refused",
+                task=task.id,
+                reason=one_line(verdict.reason, 200),
             )
             await self._async_tell(task, *header, refused, footer)
             return Firing(TaskStatus.FAILED, "refused")
         if verdict.decision is Decision.CONFIRM:
             return await self._async_ask(task, verdict, header, footer, ha_user_id)
-        summary = summarize(self.hass, verdict.calls)
+        summary = await async_summarize(self.hass, verdict.calls, texts)
         try:
             await async_run_calls(self.hass, verdict.calls, ha_user_id, task.owner)
         except ToolError as err:
             await self._async_audit(task, verdict, name, ha_user_id, "failed")
-            failed = f"It did not work: {summary}\n{one_line(str(err), 300)}"
+            failed = texts("failed", summary=summary, error=one_line(str(err), 300))
             await self._async_tell(task, *header, failed, footer)
             return Firing(TaskStatus.FAILED, "failed")
         await self._async_audit(task, verdict, name, ha_user_id, "executed")
-        await self._async_tell(task, *header, f"Done: {summary}", footer)
+        await self._async_tell(task, *header, texts("done", summary=summary), footer)
         return Firing(TaskStatus.DONE, "done")
 
     async def _async_ask(
@@ -1051,15 +1052,13 @@ class TaskManager:
         ha_user_id: str | None,
     ) -> Firing:
         """Ask the maker to confirm a restricted action: it never runs unattended."""
+        texts = await self._async_texts(task)
         gateway = self.gateway
         if gateway is None or task.bot_entry_id is None or task.chat_id is None:
-            refused = (
-                f"Task {task.id} needs a confirmation to run its action, and "
-                "only Telegram can ask for one. Nothing was done."
-            )
+            refused = texts("task_needs_telegram", task=task.id)
             await self._async_tell(task, *header, refused, footer)
             return Firing(TaskStatus.FAILED, "needs a confirmation")
-        due = f"Task {task.id} is due; its action needs your Confirm."
+        due = texts("task_due_confirm", task=task.id)
         await self._async_tell(task, *header, due, footer)
         await gateway.async_request_confirmation(
             bot_entry_id=task.bot_entry_id,
@@ -1067,6 +1066,7 @@ class TaskManager:
             person=task.owner,
             ha_user_id=ha_user_id,
             proposals=[verdict],
+            language=texts.language,
         )
         return Firing(TaskStatus.DONE, "asked to confirm")
 
@@ -1118,13 +1118,12 @@ class TaskManager:
         except sqlite3.Error as err:
             LOGGER.warning("Could not write the action audit log: %s", err)
 
-    def _gone_text(self, task: Task) -> str:
-        what = f' ("{task.message}")' if task.message else ""
-        return (
-            f"Task {task.id}{what} ended: it watched {GONE} (removed, or no "
-            "longer exposed to Assist), so it can no longer be checked.\n"
-            + made_text(task, group=_is_group(task))
-        )
+    def _gone_text(self, task: Task, texts: Texts) -> str:
+        if task.message:
+            ended = texts("task_gone_message", task=task.id, message=task.message)
+        else:
+            ended = texts("task_gone", task=task.id)
+        return ended + "\n" + made_text(task, texts, group=_is_group(task))
 
     async def _async_fail_watch(self, task_id: int) -> None:
         task = self.tasks.get(task_id)
@@ -1143,7 +1142,8 @@ class TaskManager:
         if failed is None:
             return
         self._keep(failed)
-        await self._async_tell(task, self._gone_text(task))
+        texts = await self._async_texts(task)
+        await self._async_tell(task, self._gone_text(task, texts))
         self._event(task, "failed", late=False)
 
     async def _async_give_up(self, task_id: int) -> None:
@@ -1164,11 +1164,15 @@ class TaskManager:
         if expired is None:
             return
         self._keep(expired)
-        until = when_text(task.until) if task.until is not None else "its time limit"
+        texts = await self._async_texts(task)
+        watched = watch_text(self.hass, task, texts)
+        stopped = (
+            texts("task_watch_ended", watch=watched, time=when_text(texts, task.until))
+            if task.until is not None
+            else texts("task_watch_ended_limit", watch=watched)
+        )
         await self._async_tell(
-            task,
-            f"I stopped watching: {watch_text(self.hass, task)} did not happen "
-            f"before {until}.\n" + made_text(task, group=_is_group(task)),
+            task, stopped, made_text(task, texts, group=_is_group(task))
         )
 
     async def _async_expire_suspended(self, task_id: int) -> None:
@@ -1214,6 +1218,18 @@ class TaskManager:
         await self._async_cancel(task, by=action.requester)
 
     # ------------------------------------------------------------ telling
+
+    async def _async_texts(self, task: Task) -> Texts:
+        """Return the maker's texts: their Telegram language now, else the task's.
+
+        A task keeps the language its maker read when it was made; HA's
+        language when neither is known.
+        """
+        language = task.language
+        telegram_id = _telegram_user(task.owner)
+        if self.gateway is not None and telegram_id is not None:
+            language = self.gateway.language_of(telegram_id) or language
+        return await async_texts(self.hass, language)
 
     async def _async_tell(self, task: Task, *lines: str) -> None:
         """Tell the maker, in the chat the task was made in."""

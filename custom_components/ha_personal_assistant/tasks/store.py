@@ -85,6 +85,8 @@ class Task:
     fired_count: int
     last_fired_at: float | None
     outcome: str | None
+    # The language of its maker's fixed texts when it was made (i18n).
+    language: str | None = None
 
     @property
     def is_open(self) -> bool:
@@ -96,7 +98,7 @@ _COLUMNS: Final = (
     "id, kind, status, owner, owner_name, ha_user_id, conversation_key,"
     " bot_entry_id, chat_id, message, action, fire_at, repeat, clock, entity_id,"
     " condition, for_minutes, until, tainted, created_at, updated_at,"
-    " fired_count, last_fired_at, outcome"
+    " fired_count, last_fired_at, outcome, language"
 )
 
 
@@ -129,6 +131,7 @@ class NewTask:
     for_minutes: float | None = None
     until: float | None = None
     tainted: bool = False
+    language: str | None = None
 
 
 def count_open(conn: sqlite3.Connection, owner: str) -> int:
@@ -155,8 +158,8 @@ def insert(
         "INSERT INTO tasks (kind, status, owner, owner_name, ha_user_id,"
         " conversation_key, bot_entry_id, chat_id, message, action, fire_at,"
         " repeat, clock, entity_id, condition, for_minutes, until, tainted,"
-        " created_at, updated_at) VALUES"
-        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " created_at, updated_at, language) VALUES"
+        " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             new.kind,
             status,
@@ -178,6 +181,7 @@ def insert(
             int(new.tainted),
             now,
             now,
+            new.language,
         ),
     )
     task = get(conn, int(cur.lastrowid or 0))

@@ -10,12 +10,14 @@ the prompt, a task (or a cancellation) waits for the person's Confirm.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.util import dt as dt_util
 from pydantic import BaseModel, Field, ValidationError
 
 from ..const import DOMAIN
+from ..i18n import ENGLISH, async_texts
 from ..security.permissions import (
     Decision,
     ResolvedCall,
@@ -27,15 +29,12 @@ from ..tools.ha import CallServiceArgs
 from ..tools.registry import ToolContext, ToolError, ToolSpec
 from .describe import (
     action_call,
-    action_text,
     clean_message,
     model_view,
     summary_line,
-    watch_text,
-    when_text,
 )
 from .manager import INTERNAL_CANCEL, INTERNAL_CREATE
-from .store import NewTask, Task, TaskKind
+from .store import NewTask, Task, TaskKind, TaskStatus
 from .when import (
     Repeat,
     WhenError,
@@ -154,24 +153,14 @@ def _proposal(ctx: ToolContext, service: str, data: dict[str, Any]) -> Verdict:
 
 
 def _shown(ctx: ToolContext, task: Task) -> dict[str, Any]:
-    """Return what the Confirm message lists about a task, in our own words."""
-    hass = ctx.hass
-    data: dict[str, Any] = {"task": task.id}
-    if task.kind == TaskKind.WATCH:
-        data["when"] = watch_text(hass, task)
-        if task.fire_at is not None:
-            data["at"] = when_text(task.fire_at)
-        if task.until is not None:
-            data["until"] = when_text(task.until)
-    elif task.fire_at is not None:
-        data["at"] = when_text(task.fire_at)
-        if task.repeat != Repeat.NONE:
-            data["repeat"] = task.repeat
-    if task.message:
-        data["message"] = task.message
-    if (action := action_text(hass, task.action)) is not None:
-        data["then"] = action
-    return data
+    """Return what the Confirm message says about a task, in the person's words.
+
+    The integration's own description (``summary_line``), in the language
+    the person reads; the task's id is what the Confirm acts on.
+    """
+    # Described as it will be once confirmed (not "waiting for your Confirm").
+    armed = replace(task, status=TaskStatus.PENDING)
+    return {"task": task.id, "summary": summary_line(ctx.hass, armed, ctx.texts)}
 
 
 async def _async_store(
@@ -185,10 +174,11 @@ async def _async_store(
             "task_id": task.id,
             "note": CONFIRM_NOTE,
         }
+    english = await async_texts(ctx.hass, ENGLISH)
     result: dict[str, Any] = {
         "result": "scheduled",
         "task_id": task.id,
-        "task": summary_line(ctx.hass, task, time.time()),
+        "task": summary_line(ctx.hass, task, english, time.time()),
     }
     if verdict is not None and verdict.decision is Decision.CONFIRM:
         result["note"] = (
@@ -231,6 +221,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
             repeat=str(repeat),
             clock=clock.isoformat() if repeat is not Repeat.NONE else None,
             tainted=ctx.tainted,
+            language=ctx.texts.language,
         )
         return await _async_store(ctx, manager, new, verdict)
 
@@ -278,6 +269,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
             for_minutes=minutes,
             until=until.timestamp() if until is not None else None,
             tainted=ctx.tainted,
+            language=ctx.texts.language,
         )
         result = await _async_store(ctx, manager, new, verdict)
         if at is None and not minutes and condition.matches(state.state):
@@ -295,7 +287,8 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
             ctx.mark_tainted(TAINTED_SOURCE)
         if not mine:
             return {"tasks": [], "note": "The user has no open tasks."}
-        return {"tasks": [model_view(ctx.hass, task) for task in mine]}
+        english = await async_texts(ctx.hass, ENGLISH)
+        return {"tasks": [model_view(ctx.hass, task, english) for task in mine]}
 
     async def cancel_task(ctx: ToolContext, args: CancelTaskArgs) -> dict[str, Any]:
         """Cancel one of the user's tasks (an admin may cancel anyone's)."""
