@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.helpers.translation import async_get_translations
 
-from ..const import LOGGER
+from ..const import DOMAIN, LOGGER
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
 from ..tools.ha import async_run_calls
@@ -32,7 +32,7 @@ from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from homeassistant.core import HomeAssistant
 
@@ -71,7 +71,9 @@ SERVICE_VERBS: Final = {
 }
 # The integration's descriptions of untrusted text (ToolContext.taint_sources)
 # and how the Confirm message names them in the person's language.
+PHOTO_SOURCE: Final = "a photo"
 _SOURCE_KEYS: Final = {
+    PHOTO_SOURCE: "source_photo",
     "a web search": "source_web",
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",
@@ -353,6 +355,19 @@ def taint_reason(verdicts: Sequence[Verdict], texts: Texts) -> str | None:
     return texts("taint_note", sources=listed)
 
 
+# Pending actions of the integration's own (not a Home Assistant service):
+# run by a runner the gateway registers, on the same Confirm and with the
+# same once-only claim.
+ADD_FILE: Final = "add_file"
+
+type Runner = Callable[[ResolvedCall, "Texts"], Awaitable[None]]
+
+
+def is_internal(call: ResolvedCall) -> bool:
+    """Tell a pending action of the integration's own from a service call."""
+    return call.domain == DOMAIN
+
+
 def _no_fault(_step: str) -> None:
     """Do nothing; tests replace it to crash the path at a named step."""
 
@@ -378,6 +393,8 @@ class ConfirmationManager:
         # A crash-injection seam: called with a step name before each step
         # between a decision and its audit row.
         self.fault: Callable[[str], None] = _no_fault
+        # The integration's own kinds of action (ADD_FILE) -> what runs them.
+        self.runners: dict[str, Runner] = {}
 
     async def async_recover(self) -> list[PendingAction]:
         """Settle what a crash or restart left half done."""
@@ -407,7 +424,14 @@ class ConfirmationManager:
 
         Its summary is written once, in the requester's language ``texts``.
         """
-        calls = tuple(call for verdict in verdicts for call in verdict.calls)
+        # Never one of the integration's own kinds from the model's calls:
+        # those are proposed by the integration alone (async_propose_internal).
+        calls = tuple(
+            call
+            for verdict in verdicts
+            for call in verdict.calls
+            if not is_internal(call)
+        )
         now = time.time()
         summary = await async_summarize(self.hass, calls, texts)
         reason = taint_reason(verdicts, texts)
@@ -423,6 +447,37 @@ class ConfirmationManager:
                 calls=calls,
                 summary=summary,
                 reason=reason,
+                now=now,
+                expires_at=now + self.timeout,
+            )
+        )
+
+    async def async_propose_internal(  # noqa: PLR0913 - who asked, where, and what
+        self,
+        *,
+        conversation_key: str,
+        bot_entry_id: str | None,
+        chat_id: int | None,
+        requester: str,
+        call: ResolvedCall,
+        summary: str,
+    ) -> PendingAction:
+        """Store one of the integration's own actions, to run on Confirm.
+
+        ``summary`` is written by the integration (never by the model).
+        """
+        now = time.time()
+        return await self.database.async_run(
+            lambda conn: store.insert_action(
+                conn,
+                token=secrets.token_hex(8),
+                conversation_key=conversation_key,
+                bot_entry_id=bot_entry_id,
+                chat_id=chat_id,
+                requester=requester,
+                ha_user_id=None,
+                calls=(call,),
+                summary=summary,
                 now=now,
                 expires_at=now + self.timeout,
             )
@@ -561,11 +616,19 @@ class ConfirmationManager:
         outcome = "executed"
         try:
             self.fault("before_recheck")
-            self._recheck(action.calls)
-            self.fault("before_service_call")
-            await async_run_calls(
-                self.hass, action.calls, action.ha_user_id, action.requester
-            )
+            if action.calls and all(is_internal(call) for call in action.calls):
+                for call in action.calls:
+                    runner = self.runners.get(call.service)
+                    if runner is None:
+                        msg = "This kind of request cannot be run now."
+                        raise ToolError(msg)
+                    await runner(call, texts)
+            else:
+                self._recheck(action.calls)
+                self.fault("before_service_call")
+                await async_run_calls(
+                    self.hass, action.calls, action.ha_user_id, action.requester
+                )
             self.fault("after_service_call")
         except ToolError as err:
             ok = False
