@@ -173,3 +173,309 @@ async def test_a_typed_message_gets_no_voice_reply(
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     await asyncio.sleep(0.1)
     assert not telegram.calls("sendVoice")
+
+
+# --------------------------------------------------------------------- files
+
+
+def make_pdf(*pages: str) -> bytes:
+    """Return a small, valid PDF whose pages hold ``pages`` as text ("" : no text).
+
+    A page without text stands for a scan: a picture of text, nothing to read.
+    """
+    objects: list[bytes] = []
+    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(len(pages)))
+    objects.append(b"<< /Type /Catalog /Pages 2 0 R >>")
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {len(pages)} >>".encode())
+    font = 3 + 2 * len(pages)
+    for i, text in enumerate(pages):
+        objects.append(
+            (
+                f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                f"/Resources << /Font << /F1 {font} 0 R >> >> "
+                f"/Contents {4 + 2 * i} 0 R >>"
+            ).encode()
+        )
+        lines = [
+            f"BT /F1 12 Tf 72 {720 - 16 * n} Td ({line}) Tj ET"
+            for n, line in enumerate(text.split("\n"))
+            if line
+        ]
+        stream = "\n".join(lines).encode() or b"0 0 m"
+        objects.append(
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream)
+        )
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    for offset in offsets:
+        out += b"%010d 00000 n \n" % offset
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+MANUAL = (
+    "# Heat pump\n\nThe heat pump filter is cleaned every spring. "
+    "The service code for the installer is on the sticker inside the hatch."
+)
+PDF_TEXT = "Warranty of the washing machine\nThe warranty runs until March 2029."
+EMBED = "nomic-embed-text"
+
+
+@pytest.fixture
+async def documents_entry(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> MockConfigEntry:
+    """The demo house and the assistant with documents (an embedding model)."""
+    from pytest_homeassistant_custom_component.common import (  # noqa: PLC0415
+        MockConfigEntry,
+    )
+
+    from custom_components.ha_personal_assistant.const import (  # noqa: PLC0415
+        CONF_EMBEDDING_MODEL,
+        CONF_MODEL,
+        CONF_OLLAMA_URL,
+        CONF_REQUEST_TIMEOUT,
+        DOMAIN,
+    )
+
+    from .common import MODEL  # noqa: PLC0415
+
+    await async_setup_house(hass)
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=MODEL,
+        unique_id=fake_ollama.url,
+        data={
+            CONF_OLLAMA_URL: fake_ollama.url,
+            CONF_MODEL: MODEL,
+            CONF_EMBEDDING_MODEL: EMBED,
+        },
+        options={CONF_REQUEST_TIMEOUT: 10},
+    )
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    await entry.runtime_data.documents.async_wait_idle()
+    return entry
+
+
+async def titles(entry: MockConfigEntry) -> list[str]:
+    """Return the titles of the household's documents (what was added)."""
+    rows = await entry.runtime_data.assistant.database.async_run(
+        lambda conn: conn.execute(
+            "SELECT title FROM rag_documents WHERE source = 'document'"
+        ).fetchall()
+    )
+    return sorted(row[0] for row in rows)
+
+
+async def send_file(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    content: bytes | None,
+    file_name: str,
+    mime_type: str,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """Send a document and return the bot's answer to it."""
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.post_update(
+        media_update(
+            telegram,
+            "document",
+            content,
+            file_name=file_name,
+            mime_type=mime_type,
+            **kwargs,
+        )
+    )
+    sent = await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    return sent[-1]
+
+
+@pytest.mark.parametrize(
+    ("content", "file_name", "mime_type", "query", "found"),
+    [
+        (MANUAL.encode(), "heat pump.md", "text/markdown", "heat pump filter", "spring"),
+        (make_pdf(PDF_TEXT), "warranty.pdf", "application/pdf", "warranty", "2029"),
+    ],
+    ids=["markdown", "pdf"],
+)
+async def test_a_file_becomes_searchable_after_confirm_and_not_before(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    content: bytes,
+    file_name: str,
+    mime_type: str,
+    query: str,
+    found: str,
+) -> None:
+    """Confirm/Cancel 'Add <file> to the household documents?', then add_document."""
+    ask = await send_file(hass, telegram, content, file_name, mime_type)
+    assert ask["text"].startswith(f'Add "{file_name}" to the household documents?')
+    data = buttons(ask)
+    assert [d.split("_")[0] for d in data] == ["/confirm", "/cancel"]
+    # Not stored before Confirm, and no copy of the file kept.
+    assert await titles(documents_entry) == []
+    assert transfer_files(hass) == []
+    assert not fake_ollama.chat_requests
+    await telegram.press_button(data[0])
+    (answer,) = await telegram.wait_for_calls("answerCallbackQuery")
+    await hass.async_block_till_done()
+    assert answer["text"] == fixed_text(
+        "done", summary=f'add "{file_name}" to the household documents'
+    )
+    assert await titles(documents_entry) == [file_name]
+    hits = await documents_entry.runtime_data.documents.async_search(query)
+    assert any(found in hit.content for hit in hits)
+    assert transfer_files(hass) == []
+
+
+async def test_a_cancelled_file_is_not_stored(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """Cancel leaves the documents as they were."""
+    ask = await send_file(hass, telegram, MANUAL.encode(), "notes.md", "text/markdown")
+    await telegram.press_button(buttons(ask)[1])
+    await telegram.wait_for_calls("answerCallbackQuery")
+    await hass.async_block_till_done()
+    assert await titles(documents_entry) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "file_name", "mime_type", "extra", "key", "placeholders"),
+    [
+        (
+            b"PK\x03\x04 zip",
+            "letter.docx",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            {},
+            "file_type",
+            {"name": "letter.docx", "types": "TXT, Markdown, PDF"},
+        ),
+        (
+            b"x",
+            "big.pdf",
+            "application/pdf",
+            {"file_size": 11 * 1024 * 1024},
+            "media_too_large",
+            {"name": "big.pdf", "size": "11.0 MB", "limit": "10.0 MB"},
+        ),
+        (
+            make_pdf("", ""),
+            "scan.pdf",
+            "application/pdf",
+            {},
+            "pdf_no_text",
+            {"name": "scan.pdf"},
+        ),
+        (b"  \n\n ", "empty.txt", "text/plain", {}, "file_empty", {"name": "empty.txt"}),
+        (
+            b"\xff\xfe\x00\x00binary",
+            "data.txt",
+            "text/plain",
+            {},
+            "file_not_text",
+            {"name": "data.txt"},
+        ),
+        (
+            b"not a pdf at all",
+            "broken.pdf",
+            "application/pdf",
+            {},
+            "pdf_unreadable",
+            {"name": "broken.pdf"},
+        ),
+        # Telegram no longer has the file: the download fails.
+        (None, "gone.md", "text/markdown", {"file_size": 10}, "download_failed", {}),
+    ],
+    ids=["type", "size", "scan", "empty", "binary", "broken", "download"],
+)
+async def test_a_bad_file_gets_a_clear_reply_and_nothing_is_stored(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    content: bytes | None,
+    file_name: str,
+    mime_type: str,
+    extra: dict[str, Any],
+    key: str,
+    placeholders: dict[str, str],
+) -> None:
+    """Over a limit, the wrong type, no text, a failed download: said, not stored."""
+    reply = await send_file(hass, telegram, content, file_name, mime_type, **extra)
+    assert reply["text"] == fixed_text(key, **placeholders)
+    assert not buttons(reply)
+    assert await titles(documents_entry) == []
+    assert transfer_files(hass) == []
+    assert not fake_ollama.chat_requests
+
+
+async def test_a_pdf_with_too_many_pages_is_refused(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """The page limit is checked before anything is offered."""
+    pdf = make_pdf(*(["page"] * 201))
+    reply = await send_file(hass, telegram, pdf, "book.pdf", "application/pdf")
+    assert reply["text"] == fixed_text(
+        "pdf_too_many_pages", name="book.pdf", pages=201, limit=200
+    )
+
+
+async def test_files_need_documents_switched_on(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Without an embedding model there are no household documents to add to."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    reply = await send_file(hass, telegram, MANUAL.encode(), "a.md", "text/markdown")
+    assert reply["text"] == fixed_text("documents_off")
+
+
+@pytest.mark.parametrize("kind", ["video", "animation"])
+async def test_videos_and_animations_are_declined(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    kind: str,
+) -> None:
+    """Not supported, and said so; the model is not asked."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    await telegram.post_update(media_update(telegram, kind, b"\x00\x00video"))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("media_unsupported")
+    assert not fake_ollama.chat_requests
+
+
+async def test_a_sticker_is_declined(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A sticker (no MIME type) is not supported, and said so."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    await telegram.post_update(telegram.update_without_text(ALICE_ID, ALICE_ID))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("media_unsupported")
+    assert not fake_ollama.chat_requests
