@@ -479,3 +479,132 @@ async def test_a_sticker_is_declined(
     sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert sent[-1]["text"] == fixed_text("media_unsupported")
     assert not fake_ollama.chat_requests
+
+
+# -------------------------------------------------------------------- photos
+
+JPEG = b"\xff\xd8\xff\xe0fake jpeg of a label\xff\xd9"
+
+
+async def setup_vision(
+    hass: HomeAssistant, fake_ollama: FakeOllama, capabilities: list[str] | None
+) -> MockConfigEntry:
+    """The house and the assistant with VISION as its vision model."""
+    if capabilities is not None:
+        fake_ollama.add_model(VISION, capabilities)
+    await async_setup_house(hass)
+    return await async_setup_assistant(hass, fake_ollama, **{CONF_VISION_MODEL: VISION})
+
+
+def images_of(request: dict[str, Any]) -> list[str]:
+    """Return the images every message of a chat request carries."""
+    return [image for m in request["messages"] for image in m.get("images") or []]
+
+
+async def test_a_photo_reaches_the_vision_model_and_the_answer_the_chat(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """The caption is the question; the photo goes in Ollama's images field."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision", "tools"])
+    fake_ollama.reply("That is a 10 A fuse.")
+    update = media_update(telegram, "photo", JPEG, caption="What fuse is this?")
+    assert await telegram.post_update(update) == 200
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == "That is a 10 A fuse."
+    (request,) = fake_ollama.chat_requests
+    assert request["model"] == VISION
+    assert images_of(request) == [base64.b64encode(JPEG).decode()]
+    user = request["messages"][-1]
+    assert user["images"]
+    assert "What fuse is this?" in user["content"]
+    # The largest size Telegram offered was fetched, and nothing is kept.
+    assert telegram.api.downloads[-1].endswith(f"{update['message']['photo'][-1]['file_id']}.bin")
+    assert transfer_files(hass) == []
+    # The next message goes to the chat model, without the photo.
+    fake_ollama.reply("You're welcome.")
+    await telegram.send_text("Thanks")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    assert fake_ollama.chat_requests[-1]["model"] != VISION
+    assert images_of(fake_ollama.chat_requests[-1]) == []
+
+
+async def test_text_in_a_photo_cannot_unlock_the_door_without_confirm(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A caption-less photo whose text says 'unlock the door': the taint rule holds."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision", "tools"])
+    # A gullible model obeys the text it read in the image.
+    fake_ollama.tool_call("call_service", UNLOCK).reply("Unlocking as the note says.")
+    await telegram.post_update(media_update(telegram, "photo", JPEG))
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    assert hass.states.get("lock.front_door").state == "locked"
+    # The model was asked to describe the photo (no caption).
+    assert "Describe this photo" in fake_ollama.chat_requests[0]["messages"][-1]["content"]
+    # Only a Confirm request, saying that a photo is why it asks.
+    request = sent[-1]
+    assert buttons(request)[0].startswith("/confirm_")
+    assert fixed_text("source_photo") in request["text"]
+
+
+async def test_a_light_from_a_photo_question_also_needs_confirm(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Any state change read with an image waits for Confirm, even a light."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision", "tools"])
+    fake_ollama.tool_call("call_service", BED_LIGHT_ON).reply("Done.")
+    await telegram.post_update(
+        media_update(telegram, "photo", JPEG, caption="Do what this says")
+    )
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    assert hass.states.get("light.bed_light").state == "off"
+    assert buttons(sent[-1])
+
+
+async def test_a_vision_model_without_tools_still_answers(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A model that reads images but cannot call tools answers without them."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision"])
+    fake_ollama.reply("A cat on a sofa.")
+    await telegram.post_update(media_update(telegram, "photo", JPEG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == "A cat on a sofa."
+    assert not fake_ollama.chat_requests[-1].get("tools")
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "key"),
+    [
+        (None, "vision_missing"),
+        (["completion", "tools"], "vision_no_images"),
+    ],
+    ids=["missing", "no_images"],
+)
+async def test_a_vision_model_that_cannot_see_is_explained(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    capabilities: list[str] | None,
+    key: str,
+) -> None:
+    """A vision model not installed, or one that refuses images: said, no download."""
+    await setup_vision(hass, fake_ollama, capabilities)
+    await telegram.post_update(media_update(telegram, "photo", JPEG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text(key, model=VISION)
+    assert not fake_ollama.chat_requests
+    assert not telegram.api.downloads
+
+
+async def test_without_a_vision_model_a_photo_gets_a_how_to(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Photos need the vision_model option, and the reply says how to set it."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    await telegram.post_update(media_update(telegram, "photo", JPEG, caption="What?"))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("photo_no_vision")
+    assert not fake_ollama.chat_requests
