@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from homeassistant.setup import async_setup_component
 
 from custom_components.ha_personal_assistant.const import (
     CONF_STT_ENGINE,
@@ -608,3 +609,184 @@ async def test_without_a_vision_model_a_photo_gets_a_how_to(
     sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert sent[-1]["text"] == fixed_text("photo_no_vision")
     assert not fake_ollama.chat_requests
+
+
+# ----------------------------------------------------------- speech failures
+
+
+@pytest.mark.parametrize(
+    ("setup", "key", "placeholders"),
+    [
+        (lambda listener: setattr(listener, "fail", True), "stt_failed", {"engine": STT_ENTITY}),
+        (lambda listener: setattr(listener, "text", "   "), "stt_empty", {}),
+        (lambda listener: setattr(listener, "formats", []), "stt_format", {"engine": STT_ENTITY}),
+    ],
+    ids=["failed", "empty", "format"],
+)
+async def test_a_voice_note_that_cannot_be_heard_gets_a_clear_reply(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    setup: Any,
+    key: str,
+    placeholders: dict[str, str],
+) -> None:
+    """STT failing, hearing nothing or not taking OGG/Opus: said, no model call."""
+    listener, _ = speech
+    setup(listener)
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY})
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text(key, **placeholders)
+    assert not fake_ollama.chat_requests
+    assert transfer_files(hass) == []
+
+
+async def test_a_voice_note_whose_engine_hangs_times_out(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An STT engine that never answers: a reply after the time limit."""
+    monkeypatch.setattr(
+        "custom_components.ha_personal_assistant.speech.STT_TIMEOUT", 0.2
+    )
+    listener, _ = speech
+    listener.hang = True
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY})
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("stt_timeout", engine=STT_ENTITY)
+
+
+async def test_without_an_stt_engine_a_voice_note_gets_a_how_to(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """No speech-to-text in Home Assistant at all: said, nothing downloaded."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    await async_setup_assistant(hass, fake_ollama)
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("stt_missing")
+    assert not telegram.api.downloads
+
+
+async def test_an_engine_that_does_not_take_ogg_opus_is_named(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Without Assist and the option, HA's default engine (the demo's, WAV only)."""
+    await async_setup_assistant(hass, fake_ollama)
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("stt_format", engine="stt.demo_stt")
+
+
+async def test_the_preferred_assist_pipelines_engine_is_used_by_default(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """No stt_engine option: the preferred Assist pipeline's engine and language."""
+    from homeassistant.components.assist_pipeline.pipeline import (  # noqa: PLC0415
+        async_get_pipeline,
+        async_update_pipeline,
+    )
+
+    listener, _ = speech
+    assert await async_setup_component(hass, "assist_pipeline", {})
+    await async_update_pipeline(
+        hass,
+        async_get_pipeline(hass),
+        stt_engine=STT_ENTITY,
+        stt_language="de-DE",
+    )
+    await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.reply("OK.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    ((metadata, _),) = listener.received
+    assert metadata.language == "de-DE"
+
+
+async def test_a_failed_voice_reply_leaves_the_text_reply_and_says_so(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """TTS failing: the written answer arrives, then a short note."""
+    _, speaker = speech
+    speaker.fail = True
+    await async_setup_assistant(
+        hass,
+        fake_ollama,
+        **{CONF_STT_ENGINE: STT_ENTITY, CONF_VOICE_REPLIES: True},
+    )
+    fake_ollama.reply("All lights are off.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    assert sent[0]["text"].endswith("All lights are off.")
+    assert sent[1]["text"] == fixed_text("tts_failed", engine="tts.test_speaker")
+    assert not telegram.calls("sendVoice")
+    assert transfer_files(hass) == []
+
+
+async def test_a_voice_note_over_the_limit_is_not_downloaded(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A long recording: refused by its size, before any download."""
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY})
+    update = media_update(telegram, "voice", OGG, file_size=6 * 1024 * 1024)
+    await telegram.post_update(update)
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text(
+        "media_too_large", name="voice", size="6.0 MB", limit="5.0 MB"
+    )
+    assert not telegram.api.downloads
+
+
+# ------------------------------------------------------------------ lifecycle
+
+
+async def test_setup_unload_and_reload_leave_no_file_or_task_behind(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A file a crash left is removed at setup; unload removes the folder."""
+    folder = Path(hass.config.path("ha_personal_assistant", "transfer"))
+    await hass.async_add_executor_job(lambda: folder.mkdir(parents=True))
+    await hass.async_add_executor_job((folder / "left-by-a-crash").write_bytes, b"x")
+    entry = await async_setup_assistant(
+        hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY, CONF_VOICE_REPLIES: True}
+    )
+    assert transfer_files(hass) == []
+    assert str(folder) in hass.config.allowlist_external_dirs
+    fake_ollama.reply("Done.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    await telegram.wait_for_calls("sendVoice")
+    await hass.async_block_till_done()
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert transfer_files(hass) == []
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert not folder.exists()
+    assert str(folder) not in hass.config.allowlist_external_dirs
+    tasks = [
+        task
+        for task in asyncio.all_tasks()
+        if "ha_personal_assistant" in task.get_name() and not task.done()
+    ]
+    assert tasks == []
