@@ -1,4 +1,4 @@
-"""A speech-to-text and a text-to-speech engine for tests, as HA core's tests build them.
+"""A speech-to-text and a text-to-speech engine for tests, as HA core builds them.
 
 Real ``stt`` and ``tts`` entities of a mock integration, set up through a
 config entry like any engine: the assistant finds them through HA's own
@@ -7,15 +7,12 @@ config entry like any engine: the assistant finds them through HA's own
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Iterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 from homeassistant.components import stt, tts
 from homeassistant.config_entries import ConfigEntry, ConfigFlow
 from homeassistant.const import Platform
-from homeassistant.core import HomeAssistant
-from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
@@ -25,6 +22,12 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     mock_integration,
     mock_platform,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterable, Iterator, Mapping
+
+    from homeassistant.core import HomeAssistant
+    from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 SPEECH_DOMAIN: Final = "test_speech"
 STT_ENTITY: Final = "stt.test_listener"
@@ -86,7 +89,7 @@ class MockSTT(stt.SpeechToTextEntity):
         audio = b"".join([chunk async for chunk in stream])
         self.received.append((metadata, audio))
         if self.hang:
-            import asyncio  # noqa: PLC0415
+            import asyncio
 
             await asyncio.Event().wait()
         if self.fail:
@@ -116,7 +119,10 @@ class MockTTS(tts.TextToSpeechEntity):
         return "en"
 
     def get_tts_audio(
-        self, message: str, language: str, options: Mapping[str, Any]
+        self,
+        message: str,
+        language: str,  # noqa: ARG002 - the interface
+        options: Mapping[str, Any],  # noqa: ARG002
     ) -> tts.TtsAudioType:
         """Return the 'audio' (an entity may do this blocking, in HA's executor)."""
         self.spoken.append(message)
@@ -161,9 +167,7 @@ async def async_setup_speech(
     ) -> None:
         add([speaker])
 
-    mock_integration(
-        hass, MockModule(SPEECH_DOMAIN, async_setup_entry=_setup_entry)
-    )
+    mock_integration(hass, MockModule(SPEECH_DOMAIN, async_setup_entry=_setup_entry))
     # Config entries need a config flow module, even one that is never used.
     mock_platform(hass, f"{SPEECH_DOMAIN}.config_flow")
     mock_platform(

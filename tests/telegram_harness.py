@@ -577,7 +577,10 @@ class FakeTelegramApi:
         }
 
     def _download(
-        self, request: httpx.Request, token: str, file_path: str
+        self,
+        _request: httpx.Request,
+        token: str,
+        file_path: str,
     ) -> httpx.Response:
         """A file's content, as ``https://api.telegram.org/file/bot...`` serves it."""
         self.downloads.append(file_path)
@@ -1150,7 +1153,7 @@ def media_update(
     ``content`` is stored as the file Telegram keeps (getFile and the
     download serve it); ``file_size`` defaults to its length.
     """
-    file_id = f"{kind}-{next(harness._update_ids)}"  # noqa: SLF001 - the harness's counter
+    file_id = f"{kind}-{next(harness._update_ids)}"
     if content is not None:
         harness.api.files[file_id] = content
     size = file_size if file_size is not None else len(content or b"")
@@ -1161,7 +1164,9 @@ def media_update(
     }
     payload: JsonDict
     if kind == "voice":
-        payload = {"voice": {**common, "duration": 2, "mime_type": mime_type or "audio/ogg"}}
+        payload = {
+            "voice": {**common, "duration": 2, "mime_type": mime_type or "audio/ogg"}
+        }
     elif kind == "audio":
         payload = {
             "audio": {
@@ -1214,8 +1219,8 @@ def media_update(
         payload["caption"] = caption
     user = _default_user(chat_id, user_id)
     return {
-        "update_id": next(harness._update_ids),  # noqa: SLF001
-        "message": harness._message_json(  # noqa: SLF001
+        "update_id": next(harness._update_ids),
+        "message": harness._message_json(
             chat_id, user, first_name=None, message_id=None, chat_type=None, **payload
         ),
     }

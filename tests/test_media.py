@@ -236,11 +236,11 @@ async def documents_entry(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> MockConfigEntry:
     """The demo house and the assistant with documents (an embedding model)."""
-    from pytest_homeassistant_custom_component.common import (  # noqa: PLC0415
+    from pytest_homeassistant_custom_component.common import (
         MockConfigEntry,
     )
 
-    from custom_components.ha_personal_assistant.const import (  # noqa: PLC0415
+    from custom_components.ha_personal_assistant.const import (
         CONF_EMBEDDING_MODEL,
         CONF_MODEL,
         CONF_OLLAMA_URL,
@@ -248,7 +248,7 @@ async def documents_entry(
         DOMAIN,
     )
 
-    from .common import MODEL  # noqa: PLC0415
+    from .common import MODEL
 
     await async_setup_house(hass)
     entry = MockConfigEntry(
@@ -307,7 +307,13 @@ async def send_file(
 @pytest.mark.parametrize(
     ("content", "file_name", "mime_type", "query", "found"),
     [
-        (MANUAL.encode(), "heat pump.md", "text/markdown", "heat pump filter", "spring"),
+        (
+            MANUAL.encode(),
+            "heat pump.md",
+            "text/markdown",
+            "heat pump filter",
+            "spring",
+        ),
         (make_pdf(PDF_TEXT), "warranty.pdf", "application/pdf", "warranty", "2029"),
     ],
     ids=["markdown", "pdf"],
@@ -384,7 +390,14 @@ async def test_a_cancelled_file_is_not_stored(
             "pdf_no_text",
             {"name": "scan.pdf"},
         ),
-        (b"  \n\n ", "empty.txt", "text/plain", {}, "file_empty", {"name": "empty.txt"}),
+        (
+            b"  \n\n ",
+            "empty.txt",
+            "text/plain",
+            {},
+            "file_empty",
+            {"name": "empty.txt"},
+        ),
         (
             b"\xff\xfe\x00\x00binary",
             "data.txt",
@@ -519,7 +532,9 @@ async def test_a_photo_reaches_the_vision_model_and_the_answer_the_chat(
     assert user["images"]
     assert "What fuse is this?" in user["content"]
     # The largest size Telegram offered was fetched, and nothing is kept.
-    assert telegram.api.downloads[-1].endswith(f"{update['message']['photo'][-1]['file_id']}.bin")
+    assert telegram.api.downloads[-1].endswith(
+        f"{update['message']['photo'][-1]['file_id']}.bin"
+    )
     assert transfer_files(hass) == []
     # The next message goes to the chat model, without the photo.
     fake_ollama.reply("You're welcome.")
@@ -541,7 +556,9 @@ async def test_text_in_a_photo_cannot_unlock_the_door_without_confirm(
     await hass.async_block_till_done()
     assert hass.states.get("lock.front_door").state == "locked"
     # The model was asked to describe the photo (no caption).
-    assert "Describe this photo" in fake_ollama.chat_requests[0]["messages"][-1]["content"]
+    assert (
+        "Describe this photo" in fake_ollama.chat_requests[0]["messages"][-1]["content"]
+    )
     # Only a Confirm request, saying that a photo is why it asks.
     request = sent[-1]
     assert buttons(request)[0].startswith("/confirm_")
@@ -617,9 +634,17 @@ async def test_without_a_vision_model_a_photo_gets_a_how_to(
 @pytest.mark.parametrize(
     ("setup", "key", "placeholders"),
     [
-        (lambda listener: setattr(listener, "fail", True), "stt_failed", {"engine": STT_ENTITY}),
+        (
+            lambda listener: setattr(listener, "fail", True),
+            "stt_failed",
+            {"engine": STT_ENTITY},
+        ),
         (lambda listener: setattr(listener, "text", "   "), "stt_empty", {}),
-        (lambda listener: setattr(listener, "formats", []), "stt_format", {"engine": STT_ENTITY}),
+        (
+            lambda listener: setattr(listener, "formats", []),
+            "stt_format",
+            {"engine": STT_ENTITY},
+        ),
     ],
     ids=["failed", "empty", "format"],
 )
@@ -694,7 +719,7 @@ async def test_the_preferred_assist_pipelines_engine_is_used_by_default(
     fake_ollama: FakeOllama,
 ) -> None:
     """No stt_engine option: the preferred Assist pipeline's engine and language."""
-    from homeassistant.components.assist_pipeline.pipeline import (  # noqa: PLC0415
+    from homeassistant.components.assist_pipeline.pipeline import (
         async_get_pipeline,
         async_update_pipeline,
     )
@@ -782,7 +807,7 @@ async def test_setup_unload_and_reload_leave_no_file_or_task_behind(
     assert transfer_files(hass) == []
     assert await hass.config_entries.async_unload(entry.entry_id)
     await hass.async_block_till_done()
-    assert not folder.exists()
+    assert not await hass.async_add_executor_job(folder.exists)
     assert str(folder) not in hass.config.allowlist_external_dirs
     tasks = [
         task

@@ -18,10 +18,10 @@ from custom_components.ha_personal_assistant.const import (
 
 from .common import (
     HIDDEN,
-    fixed_text,
     MODEL,
     async_setup_assistant,
     async_setup_house,
+    fixed_text,
     last_user_content,
     tool_results,
 )

@@ -207,7 +207,7 @@ class Assistant:
             # background when the chats are quiet, never in a reply's way.
             self.history.async_schedule_sweep()
 
-    async def async_turn(
+    async def async_turn(  # noqa: PLR0913 - the message and how it came
         self,
         conversation_key: str,
         text: str,
@@ -258,7 +258,7 @@ class Assistant:
             fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
         )
 
-    async def _async_turn(
+    async def _async_turn(  # noqa: PLR0913 - the message and how it came
         self,
         conversation_key: str,
         text: str,

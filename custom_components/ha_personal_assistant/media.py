@@ -1,4 +1,4 @@
-"""Voice notes, photos and files from Telegram: what they are, fetching and reading them.
+"""Voice notes, photos and files from Telegram: what they are, fetching, reading.
 
 telegram_bot reports every message with an attachment as one kind of update
 (``telegram_attachment``) with the file's id, name, MIME type and size; what
@@ -86,7 +86,7 @@ class MediaSettings:
 class MediaError(Exception):
     """A file could not be used; ``key`` names the reply, with placeholders."""
 
-    def __init__(self, key: str, **placeholders: object) -> None:
+    def __init__(self, *, key: str, **placeholders: object) -> None:
         """Keep the reply's key and its placeholders."""
         super().__init__(key)
         self.key = key
@@ -138,7 +138,7 @@ def check_size(attachment: Attachment, limit: int) -> None:
     """Refuse a file Telegram says is larger than ``limit``, before fetching it."""
     if attachment.file_size is not None and attachment.file_size > limit:
         raise MediaError(
-            "media_too_large",
+            key="media_too_large",
             name=attachment.display_name,
             size=_megabytes(attachment.file_size),
             limit=_megabytes(limit),
@@ -173,7 +173,7 @@ def read_and_delete(path: Path, limit: int) -> bytes:
     """Read a fetched file and delete it, whatever happens; blocking."""
     try:
         if path.stat().st_size > limit:
-            raise MediaError("media_too_large_unknown", limit=_megabytes(limit))
+            raise MediaError(key="media_too_large_unknown", limit=_megabytes(limit))
         return path.read_bytes()
     finally:
         path.unlink(missing_ok=True)
@@ -205,12 +205,12 @@ def extract_text(data: bytes, kind: str, name: str) -> str:
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as err:
-            raise MediaError("file_not_text", name=name) from err
+            raise MediaError(key="file_not_text", name=name) from err
         if "\x00" in text:
-            raise MediaError("file_not_text", name=name)
+            raise MediaError(key="file_not_text", name=name)
     text = "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").split("\n"))
     if not text.strip():
-        raise MediaError("file_empty", name=name)
+        raise MediaError(key="file_empty", name=name)
     return text.strip()
 
 
@@ -221,24 +221,28 @@ def _pdf_text(data: bytes, name: str) -> str:
     from pypdf import PdfReader  # noqa: PLC0415 - imported in the executor
     from pypdf.errors import PdfReadError  # noqa: PLC0415
 
+    unreadable = (PdfReadError, ValueError, KeyError, TypeError, OSError)
     try:
         reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise MediaError("pdf_encrypted", name=name)
-        pages = len(reader.pages)
-        if pages > MAX_PDF_PAGES:
-            raise MediaError(
-                "pdf_too_many_pages", name=name, pages=pages, limit=MAX_PDF_PAGES
-            )
-        texts = [(page.extract_text() or "").strip() for page in reader.pages]
-    except MediaError:
-        raise
-    except (PdfReadError, ValueError, KeyError, TypeError, OSError) as err:
+        encrypted = reader.is_encrypted
+        pages = 0 if encrypted else len(reader.pages)
+    except unreadable as err:
         LOGGER.debug("Could not read PDF %s: %s", name, err)
-        raise MediaError("pdf_unreadable", name=name) from err
+        raise MediaError(key="pdf_unreadable", name=name) from err
+    if encrypted:
+        raise MediaError(key="pdf_encrypted", name=name)
+    if pages > MAX_PDF_PAGES:
+        raise MediaError(
+            key="pdf_too_many_pages", name=name, pages=pages, limit=MAX_PDF_PAGES
+        )
+    try:
+        texts = [(page.extract_text() or "").strip() for page in reader.pages]
+    except unreadable as err:
+        LOGGER.debug("Could not read PDF %s: %s", name, err)
+        raise MediaError(key="pdf_unreadable", name=name) from err
     if not any(texts):
         # Pages of pictures only (a scan, a photo of a letter): nothing to search.
-        raise MediaError("pdf_no_text", name=name)
+        raise MediaError(key="pdf_no_text", name=name)
     return "\n\n".join(text for text in texts if text)
 
 
@@ -256,7 +260,7 @@ async def async_download(
     """
     check_size(attachment, limit)
     if attachment.file_id is None:
-        raise MediaError("download_failed")
+        raise MediaError(key="download_failed")
     folder = transfer_dir(hass)
     name = secrets.token_hex(8)
     path = folder / name
@@ -277,14 +281,14 @@ async def async_download(
     except (HomeAssistantError, ValueError, TimeoutError) as err:
         LOGGER.debug("Could not download a Telegram file: %s", err)
         await executor.run(delete_file, path)
-        raise MediaError("download_failed") from err
+        raise MediaError(key="download_failed") from err
     reported = response.get("file_path") if isinstance(response, dict) else None
     if isinstance(reported, str) and Path(reported) != path:
         # Not where it was asked to go: not ours to read.
         LOGGER.debug("telegram_bot stored a file at an unexpected place")
-        raise MediaError("download_failed")
+        raise MediaError(key="download_failed")
     try:
         return await executor.run(read_and_delete, path, limit)
     except OSError as err:
         LOGGER.debug("Could not read a downloaded file: %s", err)
-        raise MediaError("download_failed") from err
+        raise MediaError(key="download_failed") from err

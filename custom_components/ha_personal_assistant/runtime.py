@@ -164,6 +164,38 @@ def _vision_models(
     return bind_model(model, schemas), model
 
 
+async def _async_setup_media(
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    storage: SharedStorage,
+    assistant: Assistant,
+    schemas: list[dict[str, Any]],
+) -> MediaSettings:
+    """Read the voice and photo options; prepare the vision model and folder."""
+    options: dict[str, Any] = dict(entry.options)
+    media = MediaSettings(
+        stt_engine=options.get(CONF_STT_ENGINE) or None,
+        voice_replies=bool(options.get(CONF_VOICE_REPLIES, DEFAULT_VOICE_REPLIES)),
+        vision_model=options.get(CONF_VISION_MODEL) or None,
+    )
+    if media.vision_model:
+        assistant.vision_models = await storage.executor.run(
+            _vision_models, entry, options, schemas
+        )
+        assistant.vision_model_name = media.vision_model
+    # Files pass through this folder on their way in and out, and are
+    # deleted at once; what a crash left there goes now. telegram_bot's
+    # download_file and send_voice read and write only allowed folders.
+    folder = transfer_dir(hass)
+    if left := await storage.executor.run(prepare_transfer_dir, folder):
+        LOGGER.debug("Removed %s file(s) left in %s", len(left), folder)
+    hass.config.allowlist_external_dirs.add(str(folder))
+    entry.async_on_unload(
+        lambda: hass.config.allowlist_external_dirs.discard(str(folder))
+    )
+    return media
+
+
 async def async_build(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
 ) -> PersonalAssistantData:
@@ -216,25 +248,8 @@ async def async_build(
         scheduler=storage.scheduler,
     )
     assistant.background_model = bound_background
-    media = MediaSettings(
-        stt_engine=options.get(CONF_STT_ENGINE) or None,
-        voice_replies=bool(options.get(CONF_VOICE_REPLIES, DEFAULT_VOICE_REPLIES)),
-        vision_model=options.get(CONF_VISION_MODEL) or None,
-    )
-    if media.vision_model:
-        assistant.vision_models = await storage.executor.run(
-            _vision_models, entry, options, registry.schemas()
-        )
-        assistant.vision_model_name = media.vision_model
-    # Files pass through this folder on their way in and out, and are
-    # deleted at once; what a crash left there goes now. telegram_bot's
-    # download_file and send_voice read and write only allowed folders.
-    folder = transfer_dir(hass)
-    if left := await storage.executor.run(prepare_transfer_dir, folder):
-        LOGGER.debug("Removed %s file(s) left in %s", len(left), folder)
-    hass.config.allowlist_external_dirs.add(str(folder))
-    entry.async_on_unload(
-        lambda: hass.config.allowlist_external_dirs.discard(str(folder))
+    media = await _async_setup_media(
+        hass, entry, storage, assistant, registry.schemas()
     )
     confirmations = ConfirmationManager(
         hass,

@@ -9,7 +9,6 @@ are when it takes that, and an engine that does not is named in the reply.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -20,6 +19,8 @@ from .const import LOGGER
 from .media import MediaError
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from homeassistant.core import HomeAssistant
 
 STT_TIMEOUT: Final = 60.0  # seconds for one voice note
@@ -30,6 +31,7 @@ MAX_SPOKEN_CHARS: Final = 1000
 # What Telegram's sendVoice plays as a voice note.
 VOICE_FORMATS: Final = frozenset({"ogg", "oga", "opus", "mp3", "m4a"})
 PIPELINE_DOMAIN: Final = "assist_pipeline"
+TTS_DOMAIN: Final = "tts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,7 @@ def _pipeline(hass: HomeAssistant) -> Any:
     """Return the preferred Assist pipeline, or None without Assist."""
     if PIPELINE_DOMAIN not in hass.config.components:
         return None
-    from homeassistant.components.assist_pipeline import (  # noqa: PLC0415 - loaded only with Assist
+    from homeassistant.components.assist_pipeline.pipeline import (  # noqa: PLC0415 - loaded only with Assist
         async_get_pipeline,
     )
 
@@ -70,15 +72,13 @@ def resolve_engines(hass: HomeAssistant, stt_option: str | None) -> Engines:
     tts_engine = getattr(pipeline, "tts_engine", None)
     tts_language = getattr(pipeline, "tts_language", None)
     tts_voice = getattr(pipeline, "tts_voice", None)
-    if not tts_engine and tts.DOMAIN in hass.config.components:
+    if not tts_engine and TTS_DOMAIN in hass.config.components:
         tts_engine = tts.async_default_engine(hass)
         tts_language = tts_voice = None
     return Engines(stt_engine, stt_language, tts_engine, tts_language, tts_voice)
 
 
-def pick_speech_language(
-    supported: list[str], *wanted: str | None
-) -> str | None:
+def pick_speech_language(supported: list[str], *wanted: str | None) -> str | None:
     """Return the supported language closest to the first wanted one that fits."""
     for code in wanted:
         if not code:
@@ -107,10 +107,10 @@ async def async_transcribe(
     """Return what a Telegram voice note (OGG/Opus) says; raise MediaError."""
     engine_id = engines.stt
     if not engine_id or stt.DOMAIN not in hass.config.components:
-        raise MediaError("stt_missing")
+        raise MediaError(key="stt_missing")
     engine = stt.async_get_speech_to_text_engine(hass, engine_id)
     if engine is None:
-        raise MediaError("stt_not_found", engine=engine_id)
+        raise MediaError(key="stt_not_found", engine=engine_id)
     chosen = pick_speech_language(
         list(engine.supported_languages),
         engines.stt_language,
@@ -118,7 +118,7 @@ async def async_transcribe(
         hass.config.language,
     )
     if chosen is None:
-        raise MediaError("stt_failed", engine=engine_id)
+        raise MediaError(key="stt_failed", engine=engine_id)
     metadata = stt.SpeechMetadata(
         language=chosen,
         format=stt.AudioFormats.OGG,
@@ -128,7 +128,7 @@ async def async_transcribe(
         channel=stt.AudioChannels.CHANNEL_MONO,
     )
     if not engine.check_metadata(metadata):
-        raise MediaError("stt_format", engine=engine_id)
+        raise MediaError(key="stt_format", engine=engine_id)
     try:
         async with asyncio.timeout(STT_TIMEOUT):
             if isinstance(engine, stt.SpeechToTextEntity):
@@ -140,15 +140,15 @@ async def async_transcribe(
                     metadata, _chunks(audio)
                 )
     except TimeoutError as err:
-        raise MediaError("stt_timeout", engine=engine_id) from err
-    except Exception as err:  # noqa: BLE001 - an engine's own failure gets a reply
+        raise MediaError(key="stt_timeout", engine=engine_id) from err
+    except Exception as err:
         LOGGER.debug("Speech-to-text with %s failed: %s", engine_id, err)
-        raise MediaError("stt_failed", engine=engine_id) from err
+        raise MediaError(key="stt_failed", engine=engine_id) from err
     if result.result != stt.SpeechResultState.SUCCESS:
-        raise MediaError("stt_failed", engine=engine_id)
+        raise MediaError(key="stt_failed", engine=engine_id)
     text = " ".join((result.text or "").split())
     if not text:
-        raise MediaError("stt_empty")
+        raise MediaError(key="stt_empty")
     return text
 
 
@@ -160,8 +160,8 @@ async def async_speak(
     Raises MediaError when there is no engine or it fails.
     """
     engine_id = engines.tts
-    if not engine_id or tts.DOMAIN not in hass.config.components:
-        raise MediaError("tts_missing")
+    if not engine_id or TTS_DOMAIN not in hass.config.components:
+        raise MediaError(key="tts_missing")
     options: dict[str, Any] = {}
     if engines.tts_voice:
         options["voice"] = engines.tts_voice
@@ -178,14 +178,14 @@ async def async_speak(
             stream = tts.async_create_stream(hass, engine_id)
         except HomeAssistantError as err:
             LOGGER.debug("Text-to-speech with %s is not available: %s", engine_id, err)
-            raise MediaError("tts_failed", engine=engine_id) from err
+            raise MediaError(key="tts_failed", engine=engine_id) from err
     stream.async_set_message(text[:MAX_SPOKEN_CHARS])
     try:
         async with asyncio.timeout(TTS_TIMEOUT):
             audio = b"".join([chunk async for chunk in stream.async_stream_result()])
-    except Exception as err:  # noqa: BLE001 - an engine's own failure gets a reply
+    except Exception as err:
         LOGGER.debug("Text-to-speech with %s failed: %s", engine_id, err)
-        raise MediaError("tts_failed", engine=engine_id) from err
+        raise MediaError(key="tts_failed", engine=engine_id) from err
     if not audio:
-        raise MediaError("tts_failed", engine=engine_id)
+        raise MediaError(key="tts_failed", engine=engine_id)
     return stream.extension, audio

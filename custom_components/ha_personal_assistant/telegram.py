@@ -41,9 +41,7 @@ from .i18n import async_texts, pick_language
 from .media import (
     MAX_AUDIO_BYTES,
     MAX_FILE_BYTES,
-    MAX_FILE_MB,
     MAX_IMAGE_BYTES,
-    MAX_PDF_PAGES,
     SUPPORTED_FILES,
     Attachment,
     Kind,
@@ -52,11 +50,9 @@ from .media import (
     async_download,
     check_size,
     classify,
+    delete_file,
     document_type,
     extract_text,
-)
-from .media import (
-    delete_file,
     transfer_dir,
     write_transfer_file,
 )
@@ -71,19 +67,18 @@ from .security.confirmations import (
     Outcome,
     async_summarize,
 )
+from .security.people import is_known
 from .security.permissions import ResolvedCall
 from .speech import async_speak, async_transcribe, resolve_engines
-from .tools.registry import ToolError
-from .security.people import is_known
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
 from .telegram_watch import SignalWatch
+from .tools.registry import ToolError
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
-
     from langchain_core.messages import AIMessage, AnyMessage
     from langchain_core.runnables import Runnable
 
@@ -91,9 +86,9 @@ if TYPE_CHECKING:
     from .documents import DocumentIndex
     from .executor import BlockingExecutor
     from .i18n import Texts
-    from .store.actions import PendingAction
     from .models import TurnResult
     from .security.permissions import Verdict
+    from .store.actions import PendingAction
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
@@ -817,7 +812,9 @@ class TelegramGateway:
             await self._async_answered(in_flight)
             return
         if incoming.attachment is not None:
-            await self._async_handle_attachment(incoming, incoming.attachment, in_flight)
+            await self._async_handle_attachment(
+                incoming, incoming.attachment, in_flight
+            )
             return
         await self._async_answer(incoming, in_flight)
 
@@ -892,7 +889,7 @@ class TelegramGateway:
         # Only now: summaries and learning must never delay the reply.
         self.assistant.async_after_reply(result)
 
-    async def _async_send_answer(
+    async def _async_send_answer(  # noqa: PLR0913, PLR0917 - the answer and where it goes
         self,
         incoming: Incoming,
         speaker: Speaker,
@@ -960,14 +957,14 @@ class TelegramGateway:
     def _executor(self) -> BlockingExecutor:
         if self.executor is None:
             msg = "The gateway has no executor for files"
-            raise MediaError("download_failed") from RuntimeError(msg)
+            raise MediaError(key="download_failed") from RuntimeError(msg)
         return self.executor
 
     async def _async_hear(self, incoming: Incoming, attachment: Attachment) -> str:
         """Return what a voice note says, through Home Assistant's STT."""
         engines = resolve_engines(self.hass, self.media.stt_engine)
         if not engines.stt:
-            raise MediaError("stt_missing")
+            raise MediaError(key="stt_missing")
         check_size(attachment, MAX_AUDIO_BYTES)
         audio = await async_download(
             self.hass,
@@ -990,18 +987,18 @@ class TelegramGateway:
         name = self.media.vision_model
         models = self.assistant.vision_models
         if not name or models is None:
-            raise MediaError("photo_no_vision")
+            raise MediaError(key="photo_no_vision")
         try:
             info = await async_show_model(
                 async_get_clientsession(self.hass), self.assistant.ollama_url, name
             )
         except OllamaModelNotFound as err:
-            raise MediaError("vision_missing", model=name) from err
+            raise MediaError(key="vision_missing", model=name) from err
         except OllamaError as err:
             LOGGER.debug("Could not ask Ollama about %s: %s", name, err)
-            raise MediaError("vision_unreachable", model=name) from err
+            raise MediaError(key="vision_unreachable", model=name) from err
         if info.lacks("vision"):
-            raise MediaError("vision_no_images", model=name)
+            raise MediaError(key="vision_no_images", model=name)
         bound, plain = models
         check_size(attachment, MAX_IMAGE_BYTES)
         data = await async_download(
@@ -1026,7 +1023,7 @@ class TelegramGateway:
         )
         if len(text) > MAX_DOCUMENT_CHARS:
             raise MediaError(
-                "file_too_long",
+                key="file_too_long",
                 name=attachment.display_name,
                 limit=f"{MAX_DOCUMENT_CHARS:,}",
             )
@@ -1043,7 +1040,7 @@ class TelegramGateway:
         kind = document_type(attachment)
         if kind is None:
             raise MediaError(
-                "file_type", name=attachment.display_name, types=SUPPORTED_FILES
+                key="file_type", name=attachment.display_name, types=SUPPORTED_FILES
             )
         check_size(attachment, MAX_FILE_BYTES)
         # Read once now, so a file that cannot be added is said before any
@@ -1094,7 +1091,9 @@ class TelegramGateway:
         )
         kind = document_type(attachment)
         if kind is None:
-            raise ToolError(texts("file_type", name=attachment.display_name, types=SUPPORTED_FILES))
+            raise ToolError(
+                texts("file_type", name=attachment.display_name, types=SUPPORTED_FILES)
+            )
         if self.documents is None:
             raise ToolError(texts("documents_off"))
         try:
@@ -1122,7 +1121,7 @@ class TelegramGateway:
         engines = resolve_engines(self.hass, self.media.stt_engine)
         try:
             extension, audio = await async_speak(
-                self.hass, engines, text, speaker.language
+                self.hass, engines, text, speaker.language or self.hass.config.language
             )
             path = await self._executor().run(
                 write_transfer_file, transfer_dir(self.hass), extension, audio

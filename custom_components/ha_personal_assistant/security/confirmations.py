@@ -617,12 +617,7 @@ class ConfirmationManager:
         try:
             self.fault("before_recheck")
             if action.calls and all(is_internal(call) for call in action.calls):
-                for call in action.calls:
-                    runner = self.runners.get(call.service)
-                    if runner is None:
-                        msg = "This kind of request cannot be run now."
-                        raise ToolError(msg)
-                    await runner(call, texts)
+                await self._async_run_internal(action.calls, texts)
             else:
                 self._recheck(action.calls)
                 self.fault("before_service_call")
@@ -661,6 +656,17 @@ class ConfirmationManager:
             ),
             action,
         )
+
+    async def _async_run_internal(
+        self, calls: Sequence[ResolvedCall], texts: Texts
+    ) -> None:
+        """Run the integration's own kinds of action; raise ToolError."""
+        for call in calls:
+            runner = self.runners.get(call.service)
+            if runner is None:
+                msg = "This kind of request cannot be run now."
+                raise ToolError(msg)
+            await runner(call, texts)
 
     def _recheck(self, calls: Sequence[ResolvedCall]) -> None:
         """Refuse calls the policy blocks now (e.g. an entity unexposed since)."""
