@@ -61,6 +61,9 @@ DEFAULT_OPTIONS = {
     "web_search": True,
     "allowed_user_ids": [],
     "user_mapping": {},
+    "stt_engine": "",
+    "voice_replies": False,
+    "vision_model": "",
 }
 
 # What /api/tags and /api/show answer, trimmed to the fields we read.
@@ -651,6 +654,9 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "allowed_user_ids": [],
         "user_mapping": {},
         "blocked_services": ["lock.unlock"],
+        "stt_engine": "",
+        "voice_replies": False,
+        "vision_model": "",
     }
     assert isinstance(entry.options["confirmation_timeout"], int)
 
@@ -1299,3 +1305,30 @@ def test_repair_strings_exist() -> None:
         assert set(section["data_description"]) == {field}
     assert "invalid_service" in strings["options"]["error"]
     assert "[%key:" not in json.dumps(strings)
+
+
+async def test_voice_and_photo_options_are_saved_and_can_be_emptied(
+    hass: HomeAssistant,
+) -> None:
+    """stt_engine, voice_replies and vision_model; an emptied field clears it."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "stt_engine": "stt.whisper",
+            "voice_replies": True,
+            "vision_model": " llava:7b ",
+        },
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["stt_engine"] == "stt.whisper"
+    assert entry.options["voice_replies"] is True
+    assert entry.options["vision_model"] == "llava:7b"
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"voice_replies": False}
+    )
+    assert entry.options["stt_engine"] == ""
+    assert entry.options["vision_model"] == ""
+    assert entry.options["voice_replies"] is False

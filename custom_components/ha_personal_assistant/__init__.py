@@ -21,6 +21,7 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
+from .media import remove_transfer_dir, transfer_dir
 from .monitor import OllamaMonitor
 from .ollama_api import OllamaError, async_list_models, url_without_credentials
 from .repairs import (
@@ -151,6 +152,10 @@ async def async_unload_entry(
     if (tasks := entry.runtime_data.tasks) is not None:
         # Firings write to the database: ended before it closes.
         await tasks.async_stop()
+    # Files on their way in or out: none is left behind.
+    await entry.runtime_data.storage.executor.run(
+        remove_transfer_dir, transfer_dir(hass)
+    )
     # Pruning, after-reply work (history, summaries, learning) writes to the
     # storage: end it before it closes. Work that ends may start more (a
     # learned turn starts the learner): cancelled in the next round.

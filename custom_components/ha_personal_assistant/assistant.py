@@ -62,7 +62,7 @@ from .tokens import (
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Callable, Coroutine, Sequence
 
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
@@ -187,6 +187,17 @@ class Assistant:
         self.entities = EntityIndex()
         # Recent latencies and errors, for the sensors and diagnostics.
         self.stats = TurnStats()
+        # The model that reads photos (option vision_model): with the tools
+        # bound, and without (for a model that cannot call tools); set by
+        # runtime when the option is set.
+        self.vision_models: (
+            tuple[
+                Runnable[list[AnyMessage], AIMessage],
+                Runnable[list[AnyMessage], AIMessage],
+            ]
+            | None
+        ) = None
+        self.vision_model_name: str | None = None
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -196,22 +207,36 @@ class Assistant:
             # background when the chats are quiet, never in a reply's way.
             self.history.async_schedule_sweep()
 
-    async def async_turn(
+    async def async_turn(  # noqa: PLR0913 - the message and how it came
         self,
         conversation_key: str,
         text: str,
         speaker: Speaker,
         *,
         on_text: Callable[[str], None] | None = None,
+        images: Sequence[str] = (),
+        sources: Sequence[str] = (),
+        model: Runnable[list[AnyMessage], AIMessage] | None = None,
     ) -> TurnResult:
         """Answer one message; never raises for model, tool or storage trouble.
 
         ``on_text`` gets the answer so far while the model writes it, through
         the same filters as the final reply. Background model calls wait
         until the turn is over (and the chats were quiet for a while).
+        ``images`` (base64) go to the vision model with this message only;
+        ``sources`` name untrusted text the message carries (text in a photo);
+        ``model`` answers instead of the chat model (the vision model).
         """
         async with self.scheduler.turn():
-            return await self._async_turn(conversation_key, text, speaker, on_text)
+            return await self._async_turn(
+                conversation_key,
+                text,
+                speaker,
+                on_text,
+                images=tuple(images),
+                sources=tuple(sources),
+                model=model,
+            )
 
     def refresh_system_prompt(self) -> None:
         """Rebuild the system prompt when the catalogue of entities changed.
@@ -233,12 +258,16 @@ class Assistant:
             fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
         )
 
-    async def _async_turn(
+    async def _async_turn(  # noqa: PLR0913 - the message and how it came
         self,
         conversation_key: str,
         text: str,
         speaker: Speaker,
         on_text: Callable[[str], None] | None,
+        *,
+        images: tuple[str, ...] = (),
+        sources: tuple[str, ...] = (),
+        model: Runnable[list[AnyMessage], AIMessage] | None = None,
     ) -> TurnResult:
         stored = True
         try:
@@ -284,6 +313,13 @@ class Assistant:
             # for as long as the message stays in the prompt.
             runtime.tools.mark_tainted(NOT_KNOWN_SOURCE)
             text_sources.append(NOT_KNOWN_SOURCE)
+        for source in sources:
+            # Text in a photo can carry instructions: outside text too.
+            runtime.tools.mark_tainted(source)
+            text_sources.append(source)
+        if model is not None:
+            runtime.model = model
+        runtime.images = images
         entities = self.entities.rank(
             self.hass, text, domain_names=await self._async_domain_names()
         )

@@ -27,7 +27,10 @@ from .const import (
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
+    CONF_STT_ENGINE,
     CONF_USER_MAPPING,
+    CONF_VISION_MODEL,
+    CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
@@ -35,12 +38,14 @@ from .const import (
     DEFAULT_NUM_PREDICT,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_VOICE_REPLIES,
     DEFAULT_WEB_SEARCH,
     DOCUMENTS_DIR,
     LOGGER,
 )
 from .data import PersonalAssistantData
 from .documents import DocumentIndex
+from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .security.confirmations import ConfirmationManager
@@ -142,6 +147,57 @@ def _bound_models(
     return bind_model(chat, schemas), bind_model(background, schemas)
 
 
+def _vision_models(
+    entry: PersonalAssistantConfigEntry,
+    options: dict[str, Any],
+    schemas: list[dict[str, Any]],
+) -> tuple[
+    Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
+]:
+    """Return the vision model with the tools bound and without; blocking."""
+    model = build_chat_model(
+        entry.data[CONF_OLLAMA_URL],
+        str(options[CONF_VISION_MODEL]),
+        num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
+        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        timeout=float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
+        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+    )
+    return bind_model(model, schemas), model
+
+
+async def _async_setup_media(
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    storage: SharedStorage,
+    assistant: Assistant,
+    schemas: list[dict[str, Any]],
+) -> MediaSettings:
+    """Read the voice and photo options; prepare the vision model and folder."""
+    options: dict[str, Any] = dict(entry.options)
+    media = MediaSettings(
+        stt_engine=options.get(CONF_STT_ENGINE) or None,
+        voice_replies=bool(options.get(CONF_VOICE_REPLIES, DEFAULT_VOICE_REPLIES)),
+        vision_model=options.get(CONF_VISION_MODEL) or None,
+    )
+    if media.vision_model:
+        assistant.vision_models = await storage.executor.run(
+            _vision_models, entry, options, schemas
+        )
+        assistant.vision_model_name = media.vision_model
+    # Files pass through this folder on their way in and out, and are
+    # deleted at once; what a crash left there goes now. telegram_bot's
+    # download_file and send_voice read and write only allowed folders.
+    folder = transfer_dir(hass)
+    if left := await storage.executor.run(prepare_transfer_dir, folder):
+        LOGGER.debug("Removed %s file(s) left in %s", len(left), folder)
+    hass.config.allowlist_external_dirs.add(str(folder))
+    entry.async_on_unload(
+        lambda: hass.config.allowlist_external_dirs.discard(str(folder))
+    )
+    return media
+
+
 async def async_build(  # noqa: PLR0915 - the wiring of every part
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
 ) -> PersonalAssistantData:
@@ -206,6 +262,9 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         scheduler=storage.scheduler,
     )
     assistant.background_model = bound_background
+    media = await _async_setup_media(
+        hass, entry, storage, assistant, registry.schemas()
+    )
     confirmations = ConfirmationManager(
         hass,
         storage.database,
@@ -227,11 +286,14 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
         ),
         user_mapping=options.get(CONF_USER_MAPPING, {}),
+        media=media,
+        executor=storage.executor,
     )
     # Tasks tell their makers through the gateway and ask through the same
     # confirmations as a turn; /tasks lists them.
     tasks.attach(gateway, confirmations)
     gateway.tasks = tasks
+    gateway.documents = documents
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
     _async_maintain = _maintainer(hass, entry, maintenance)

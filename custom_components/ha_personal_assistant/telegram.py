@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import secrets
 import sqlite3
 import time
@@ -19,23 +20,56 @@ from homeassistant.config_entries import SIGNAL_CONFIG_ENTRY_CHANGED, ConfigEntr
 from homeassistant.core import ServiceResponse, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 from telegram import Update
 from telegram.ext import TypeHandler
 
-from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .const import (
+    ADD_DOCUMENT_WAIT,
+    DOMAIN,
+    LOGGER,
+    MAX_DOCUMENT_CHARS,
+    MAX_DOCUMENT_TITLE_CHARS,
+    TELEGRAM_MESSAGE_LIMIT,
+    TYPING_REFRESH_SECONDS,
+)
+from .documents import DocumentsUnavailable
 from .i18n import async_texts, pick_language
+from .media import (
+    MAX_AUDIO_BYTES,
+    MAX_FILE_BYTES,
+    MAX_IMAGE_BYTES,
+    SUPPORTED_FILES,
+    Attachment,
+    Kind,
+    MediaError,
+    MediaSettings,
+    async_download,
+    check_size,
+    classify,
+    delete_file,
+    document_type,
+    extract_text,
+    transfer_dir,
+    write_transfer_file,
+)
 from .memory.profile import async_memory_command
 from .models import Speaker
+from .ollama_api import OllamaError, OllamaModelNotFound, async_show_model
 from .security.confirmations import (
+    ADD_FILE,
+    PHOTO_SOURCE,
     ConfirmationManager,
     DecisionResult,
     Outcome,
     async_summarize,
 )
 from .security.people import is_known
+from .security.permissions import ResolvedCall
+from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
@@ -47,22 +81,33 @@ from .tasks.chat import (
     async_listing,
 )
 from .telegram_watch import SignalWatch
+from .tools.registry import ToolError
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
+    from langchain_core.messages import AIMessage, AnyMessage
+    from langchain_core.runnables import Runnable
 
     from .assistant import Assistant
+    from .documents import DocumentIndex
+    from .executor import BlockingExecutor
     from .i18n import Texts
     from .models import TurnResult
     from .security.permissions import Verdict
+    from .store.actions import PendingAction
     from .tasks.manager import TaskManager
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
 EVENT_COMMAND: Final = "telegram_command"
 EVENT_CALLBACK: Final = "telegram_callback"
-EVENT_TYPES: Final = frozenset({EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK})
+# Voice notes, audio, photos, documents, and also stickers, videos, animations
+# and locations: telegram_bot reports them all as attachments.
+EVENT_ATTACHMENT: Final = "telegram_attachment"
+EVENT_TYPES: Final = frozenset(
+    {EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK, EVENT_ATTACHMENT}
+)
 # telegram_bot's dispatcher signal (``telegram_bot.const.SIGNAL_UPDATE_EVENT``).
 SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 # Telegram retries a webhook update for at most a day; a week is ample to
@@ -137,6 +182,9 @@ CMD_CONFIRM: Final = "/confirm"
 CMD_CANCEL: Final = "/cancel"
 RECENT_ACTIONS: Final = 10
 RECENT_SEARCHES: Final = 10
+# What the model reads with a photo (prompt text stays English).
+PHOTO_MARK: Final = "[Photo]"
+PHOTO_PROMPT: Final = "[Photo without a caption] Describe this photo briefly."
 # Decisions that leave the request as it was: its message is not edited.
 _NOT_DECIDED: Final = (Outcome.NOT_YOURS, Outcome.NOT_FOUND, Outcome.NOT_ALLOWED)
 
@@ -156,6 +204,8 @@ class Incoming:
     callback_id: str | None = None
     # The sender's Telegram language_code (such as "de" or "pt-br"), if known.
     language: str | None = None
+    # A voice note, photo or file sent with the message (its caption is text).
+    attachment: Attachment | None = None
 
     @property
     def key(self) -> str:
@@ -266,6 +316,17 @@ def parse_update(  # noqa: PLR0911 - each check rejects
     if event_type == EVENT_CALLBACK:
         return _parse_callback(data, bot_entry_id, chat_id, user_id, name_or_none)
     message_id = _as_int(data.get("id"))
+    if event_type == EVENT_ATTACHMENT:
+        caption = data.get("text")
+        return Incoming(
+            bot_entry_id,
+            chat_id,
+            user_id,
+            message_id,
+            name_or_none,
+            caption.strip() if isinstance(caption, str) else "",
+            attachment=classify(data),
+        )
     if event_type == EVENT_COMMAND:
         command = data.get("command")
         if not isinstance(command, str) or not command.startswith("/"):
@@ -489,9 +550,17 @@ class TelegramGateway:
         confirmations: ConfirmationManager,
         allowed_user_ids: frozenset[int],
         user_mapping: Mapping[str, str],
+        media: MediaSettings | None = None,
+        executor: BlockingExecutor | None = None,
     ) -> None:
         """Prepare the gateway; ``async_start`` subscribes to the events."""
         self.hass = hass
+        self.media = media or MediaSettings()
+        self.executor = executor
+        # The household documents (files sent are added there on Confirm);
+        # None without an embedding model. Set by runtime.
+        self.documents: DocumentIndex | None = None
+        confirmations.runners[ADD_FILE] = self._async_run_add_file
         self.entry = entry
         self.assistant = assistant
         self.confirmations = confirmations
@@ -752,8 +821,16 @@ class TelegramGateway:
             await self._async_command(incoming)
             await self._async_answered(in_flight)
             return
-        started = time.monotonic()
-        speaker = Speaker(
+        if incoming.attachment is not None:
+            await self._async_handle_attachment(
+                incoming, incoming.attachment, in_flight
+            )
+            return
+        await self._async_answer(incoming, in_flight)
+
+    def _speaker(self, incoming: Incoming) -> Speaker:
+        """Return who wrote, as the assistant and its safety layers see them."""
+        return Speaker(
             person=_person(incoming),
             name=incoming.first_name,
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
@@ -761,25 +838,54 @@ class TelegramGateway:
             may_act=self._is_known(incoming),
             language=pick_language(incoming.language, self.hass.config.language),
         )
+
+    async def _async_answer(
+        self, incoming: Incoming, in_flight: int | None, turn: MediaTurn | None = None
+    ) -> None:
+        """Run the agent on a message (typed, heard or seen) and send the answer."""
+        turn = turn or MediaTurn()
+        started = time.monotonic()
+        speaker = self._speaker(incoming)
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
         )
         stream = ReplyStream(self, incoming)
         stream.start()
+        prefix = turn.prefix
+
+        def on_text(text: str) -> None:
+            stream.update(prefix + text)
+
         try:
             result = await self.assistant.async_turn(
-                incoming.key, incoming.text, speaker, on_text=stream.update
+                incoming.key,
+                incoming.text,
+                speaker,
+                on_text=on_text,
+                images=turn.images,
+                sources=turn.sources,
+                model=turn.model,
             )
         except BaseException:
             stream.close()
             raise
         finally:
             typing.cancel()
+        spoken = result.reply
+        if prefix:
+            result = replace(result, reply=prefix + result.reply)
         # The answer exists: an unload or stop that comes now lets it go out
         # (briefly), rather than cutting it between the reply and its buttons
         # and then reporting an answered message as unanswered.
         delivery = self.hass.async_create_task(
-            self._async_send_answer(incoming, speaker, result, stream, in_flight),
+            self._async_send_answer(
+                incoming,
+                speaker,
+                result,
+                stream,
+                in_flight,
+                spoken if turn.voice and self.media.voice_replies else None,
+            ),
             "ha_personal_assistant delivery",
         )
         try:
@@ -793,21 +899,284 @@ class TelegramGateway:
         # Only now: summaries and learning must never delay the reply.
         self.assistant.async_after_reply(result)
 
-    async def _async_send_answer(
+    async def _async_send_answer(  # noqa: PLR0913, PLR0917 - the answer and where it goes
         self,
         incoming: Incoming,
         speaker: Speaker,
         result: TurnResult,
         stream: ReplyStream,
         in_flight: int | None,
+        spoken: str | None = None,
     ) -> None:
-        """Send the reply and its Confirm buttons; cross the message off."""
+        """Send the reply and its Confirm buttons; cross the message off.
+
+        ``spoken``: the answer to a voice note, also sent as a voice note.
+        """
         await stream.async_finish(result.reply)
         if result.proposals and speaker.may_act:
             # Never a Confirm button for someone who may not act (the tools
             # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        if spoken:
+            await self._async_send_spoken(incoming, speaker, spoken)
         await self._async_answered(in_flight)
+
+    async def _async_handle_attachment(
+        self, incoming: Incoming, attachment: Attachment, in_flight: int | None
+    ) -> None:
+        """Answer a voice note, a photo or a file; anything else is declined."""
+        texts = await self._async_texts(incoming)
+        reply: str | None = None
+        turn: tuple[Incoming, MediaTurn] | None = None
+        typing = self.entry.async_create_background_task(
+            self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
+        )
+        try:
+            if attachment.kind is Kind.VOICE:
+                transcript = await self._async_hear(incoming, attachment)
+                heard = texts("voice_heard", text=transcript)
+                turn = (
+                    replace(incoming, text=transcript, attachment=None),
+                    MediaTurn(prefix=f"{heard}\n\n", voice=True),
+                )
+            elif attachment.kind is Kind.PHOTO:
+                model, image = await self._async_see(incoming, attachment)
+                # The model's instruction stays English, like every prompt text.
+                question = (
+                    f"{PHOTO_MARK} {incoming.text}" if incoming.text else PHOTO_PROMPT
+                )
+                turn = (
+                    replace(incoming, text=question, attachment=None),
+                    MediaTurn(images=(image,), sources=(PHOTO_SOURCE,), model=model),
+                )
+            elif attachment.kind is Kind.DOCUMENT:
+                reply = await self._async_offer_file(incoming, attachment, texts)
+            else:
+                reply = texts("media_unsupported")
+        except MediaError as err:
+            reply = texts(err.key, **err.placeholders)
+        finally:
+            typing.cancel()
+        if turn is not None:
+            await self._async_answer(turn[0], in_flight, turn[1])
+            return
+        if reply:
+            await self._async_send(incoming, reply)
+        await self._async_answered(in_flight)
+
+    def _executor(self) -> BlockingExecutor:
+        if self.executor is None:
+            msg = "The gateway has no executor for files"
+            raise MediaError(key="download_failed") from RuntimeError(msg)
+        return self.executor
+
+    async def _async_hear(self, incoming: Incoming, attachment: Attachment) -> str:
+        """Return what a voice note says, through Home Assistant's STT."""
+        engines = resolve_engines(self.hass, self.media.stt_engine)
+        if not engines.stt:
+            raise MediaError(key="stt_missing")
+        check_size(attachment, MAX_AUDIO_BYTES)
+        audio = await async_download(
+            self.hass,
+            self._executor(),
+            incoming.bot_entry_id,
+            attachment,
+            MAX_AUDIO_BYTES,
+        )
+        return await async_transcribe(
+            self.hass,
+            engines,
+            audio,
+            pick_language(incoming.language, self.hass.config.language),
+        )
+
+    async def _async_see(
+        self, incoming: Incoming, attachment: Attachment
+    ) -> tuple[Runnable[list[AnyMessage], AIMessage], str]:
+        """Check the vision model, fetch the photo; return the model and image."""
+        name = self.media.vision_model
+        models = self.assistant.vision_models
+        if not name or models is None:
+            raise MediaError(key="photo_no_vision")
+        try:
+            info = await async_show_model(
+                async_get_clientsession(self.hass), self.assistant.ollama_url, name
+            )
+        except OllamaModelNotFound as err:
+            raise MediaError(key="vision_missing", model=name) from err
+        except OllamaError as err:
+            LOGGER.debug("Could not ask Ollama about %s: %s", name, err)
+            raise MediaError(key="vision_unreachable", model=name) from err
+        if info.lacks("vision"):
+            raise MediaError(key="vision_no_images", model=name)
+        bound, plain = models
+        check_size(attachment, MAX_IMAGE_BYTES)
+        data = await async_download(
+            self.hass,
+            self._executor(),
+            incoming.bot_entry_id,
+            attachment,
+            MAX_IMAGE_BYTES,
+        )
+        image = base64.b64encode(data).decode("ascii")
+        return (plain if info.lacks("tools") else bound), image
+
+    async def _async_read_file(
+        self, bot_entry_id: str, attachment: Attachment, kind: str
+    ) -> str:
+        """Fetch a text file or PDF and return its text; raise MediaError."""
+        data = await async_download(
+            self.hass, self._executor(), bot_entry_id, attachment, MAX_FILE_BYTES
+        )
+        text = await self._executor().run(
+            extract_text, data, kind, attachment.display_name
+        )
+        if len(text) > MAX_DOCUMENT_CHARS:
+            raise MediaError(
+                key="file_too_long",
+                name=attachment.display_name,
+                limit=f"{MAX_DOCUMENT_CHARS:,}",
+            )
+        return text
+
+    async def _async_offer_file(
+        self, incoming: Incoming, attachment: Attachment, texts: Texts
+    ) -> str | None:
+        """Check a file and ask whether to add it; return a reply if not asked."""
+        if not self._is_known(incoming):
+            return texts("not_known_reply")
+        if self.documents is None:
+            return texts("documents_off")
+        kind = document_type(attachment)
+        if kind is None:
+            raise MediaError(
+                key="file_type", name=attachment.display_name, types=SUPPORTED_FILES
+            )
+        check_size(attachment, MAX_FILE_BYTES)
+        # Read once now, so a file that cannot be added is said before any
+        # Confirm; the text is not kept: Confirm fetches the file again.
+        await self._async_read_file(incoming.bot_entry_id, attachment, kind)
+        title = _file_title(attachment)
+        call = ResolvedCall(
+            domain=DOMAIN,
+            service=ADD_FILE,
+            entity_ids=(),
+            data={
+                "bot_entry_id": incoming.bot_entry_id,
+                "file_id": attachment.file_id,
+                "file_name": title,
+                "mime_type": attachment.mime_type,
+                "file_size": attachment.file_size,
+            },
+        )
+        action = await self.confirmations.async_propose_internal(
+            conversation_key=incoming.key,
+            bot_entry_id=incoming.bot_entry_id,
+            chat_id=incoming.chat_id,
+            requester=_person(incoming),
+            call=call,
+            summary=texts("file_summary", name=title),
+        )
+        await self._async_ask(
+            incoming,
+            action,
+            texts(
+                "file_confirm",
+                name=title,
+                expiry=expiry_text(texts, self.confirmations.timeout),
+            ),
+            texts,
+        )
+        return None
+
+    async def _async_run_add_file(self, call: ResolvedCall, texts: Texts) -> None:
+        """Add a confirmed file to the household documents; raise ToolError."""
+        data = call.data
+        attachment = Attachment(
+            Kind.DOCUMENT,
+            str(data.get("file_id") or "") or None,
+            str(data.get("file_name") or "") or None,
+            data.get("mime_type") if isinstance(data.get("mime_type"), str) else None,
+            _as_int(data.get("file_size")),
+        )
+        kind = document_type(attachment)
+        if kind is None:
+            raise ToolError(
+                texts("file_type", name=attachment.display_name, types=SUPPORTED_FILES)
+            )
+        if self.documents is None:
+            raise ToolError(texts("documents_off"))
+        try:
+            content = await self._async_read_file(
+                str(data.get("bot_entry_id", "")), attachment, kind
+            )
+            await self.documents.async_add(
+                _file_title(attachment), content, wait=ADD_DOCUMENT_WAIT
+            )
+        except MediaError as err:
+            raise ToolError(texts(err.key, **err.placeholders)) from err
+        except (DocumentsUnavailable, sqlite3.Error, TimeoutError) as err:
+            LOGGER.debug("Could not add a file to the documents: %s", err)
+            raise ToolError(texts("storage_unavailable")) from err
+
+    async def _async_send_spoken(
+        self, incoming: Incoming, speaker: Speaker, text: str
+    ) -> None:
+        """Send the answer to a voice note as a voice note too (option voice_replies).
+
+        The text reply went out already; a voice that cannot be made or sent
+        gets a short note instead.
+        """
+        texts = await self._async_texts(incoming)
+        engines = resolve_engines(self.hass, self.media.stt_engine)
+        try:
+            extension, audio = await async_speak(
+                self.hass, engines, text, speaker.language or self.hass.config.language
+            )
+            path = await self._executor().run(
+                write_transfer_file, transfer_dir(self.hass), extension, audio
+            )
+        except MediaError as err:
+            await self._async_send(incoming, texts(err.key, **err.placeholders))
+            return
+        try:
+            sent = await self._async_deliver(
+                "send_voice",
+                {
+                    "config_entry_id": incoming.bot_entry_id,
+                    "chat_id": incoming.chat_id,
+                    "file": str(path),
+                },
+            )
+        finally:
+            await self._executor().run(delete_file, path)
+        if not sent:
+            await self._async_send(incoming, texts("voice_not_sent"))
+
+    async def _async_ask(
+        self, incoming: Incoming, action: PendingAction, text: str, texts: Texts
+    ) -> None:
+        """Send a confirmation request with Confirm and Cancel buttons."""
+        response = await self._async_deliver(
+            "send_message",
+            {
+                "config_entry_id": incoming.bot_entry_id,
+                "chat_id": incoming.chat_id,
+                "message": text,
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+                "inline_keyboard": [
+                    [
+                        [texts("button_confirm"), f"{CMD_CONFIRM}_{action.token}"],
+                        [texts("button_cancel"), f"{CMD_CANCEL}_{action.token}"],
+                    ]
+                ],
+            },
+            return_response=True,
+        )
+        message_id = _sent_message_id(response)
+        if message_id is not None:
+            await self.confirmations.async_attach_message(action, message_id)
 
     async def _async_request_confirmation(
         self,
@@ -842,28 +1211,14 @@ class TelegramGateway:
                 incoming, texts("confirmation_not_stored", summary=summary)
             )
             return
-        response = await self._async_deliver(
-            "send_message",
-            {
-                "config_entry_id": incoming.bot_entry_id,
-                "chat_id": incoming.chat_id,
-                "message": confirmation_text(
-                    texts, action.summary, self.confirmations.timeout, action.reason
-                ),
-                "parse_mode": "plain_text",
-                "disable_web_page_preview": True,
-                "inline_keyboard": [
-                    [
-                        [texts("button_confirm"), f"{CMD_CONFIRM}_{action.token}"],
-                        [texts("button_cancel"), f"{CMD_CANCEL}_{action.token}"],
-                    ]
-                ],
-            },
-            return_response=True,
+        await self._async_ask(
+            incoming,
+            action,
+            confirmation_text(
+                texts, action.summary, self.confirmations.timeout, action.reason
+            ),
+            texts,
         )
-        message_id = _sent_message_id(response)
-        if message_id is not None:
-            await self.confirmations.async_attach_message(action, message_id)
 
     async def _async_on_press(self, incoming: Incoming) -> None:
         """Decide a pending action from a button press and show the outcome."""
@@ -1399,17 +1754,40 @@ def confirmation_text(
     ``reason`` says why outside text made it ask (the taint rule); /new is how
     the user ends that conversation.
     """
-    if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
-        seconds = int(timeout)
-        expiry = (
-            texts("expiry_one_second")
-            if seconds == 1
-            else texts("expiry_seconds", count=seconds)
-        )
-    else:
-        expiry = texts("expiry_minutes", count=int(timeout // 60))
+    expiry = expiry_text(texts, timeout)
     if reason:
         return texts(
             "confirm_request_tainted", summary=summary, reason=reason, expiry=expiry
         )
     return texts("confirm_request", summary=summary, expiry=expiry)
+
+
+def expiry_text(texts: Texts, timeout: float) -> str:
+    """Say how long a confirmation request lives."""
+    if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
+        seconds = int(timeout)
+        return (
+            texts("expiry_one_second")
+            if seconds == 1
+            else texts("expiry_seconds", count=seconds)
+        )
+    return texts("expiry_minutes", count=int(timeout // 60))
+
+
+def _file_title(attachment: Attachment) -> str:
+    """Return a file's title in the documents: its name, on one line."""
+    title = " ".join(attachment.display_name.split())
+    return title[:MAX_DOCUMENT_TITLE_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class MediaTurn:
+    """How a voice note or photo changes a turn."""
+
+    # Put before the answer (the transcript of a voice note).
+    prefix: str = ""
+    images: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    model: Runnable[list[AnyMessage], AIMessage] | None = None
+    # Answer a voice note with a voice note too (when voice_replies is on).
+    voice: bool = False

@@ -51,7 +51,7 @@ from .turns import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import Runnable
@@ -118,6 +118,9 @@ class TurnRuntime:
     # Tells whether the server is still loading the model (it then gets more
     # than the silence limit for its first word).
     loading: Callable[[], Awaitable[bool]] | None = None
+    # Photos (base64 JPEG) sent with this turn's message to a vision model:
+    # in the requests of this turn only, never in the checkpointed history.
+    images: tuple[str, ...] = ()
 
 
 def new_turn_id() -> str:
@@ -241,7 +244,25 @@ def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
         turn.tools.mark_tainted(source)
     # Facts may be remembered only from the user's own words in this prompt.
     turn.tools.user_texts = user_texts(result)
+    if turn.images:
+        turn_id = state.get("turn_id")
+        result = [
+            with_images(message, turn.images) if message.id == turn_id else message
+            for message in result
+        ]
     return result
+
+
+def with_images(message: AnyMessage, images: Sequence[str]) -> AnyMessage:
+    """Return a copy of the user's message carrying photos (Ollama's ``images``)."""
+    parts: list[str | dict[Any, Any]] = [
+        {"type": "text", "text": message_text_raw(message)},
+        *(
+            {"type": "image_url", "image_url": f"data:image/jpeg;base64,{image}"}
+            for image in images
+        ),
+    ]
+    return message.model_copy(update={"content": parts})
 
 
 async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:

@@ -77,7 +77,9 @@ SERVICE_VERBS: Final = {
 }
 # The integration's descriptions of untrusted text (ToolContext.taint_sources)
 # and how the Confirm message names them in the person's language.
+PHOTO_SOURCE: Final = "a photo"
 _SOURCE_KEYS: Final = {
+    PHOTO_SOURCE: "source_photo",
     "a web search": "source_web",
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",
@@ -370,6 +372,17 @@ def taint_reason(verdicts: Sequence[Verdict], texts: Texts) -> str | None:
 # Runs a call that is the integration's own, not a Home Assistant service
 # (confirming a task made while outside text was in the prompt).
 type InternalHandler = Callable[[PendingAction, ResolvedCall], Awaitable[None]]
+# Pending actions of the integration's own (not a Home Assistant service):
+# run by a runner the gateway registers, on the same Confirm and with the
+# same once-only claim.
+ADD_FILE: Final = "add_file"
+
+type Runner = Callable[[ResolvedCall, "Texts"], Awaitable[None]]
+
+
+def is_internal(call: ResolvedCall) -> bool:
+    """Tell a pending action of the integration's own from a service call."""
+    return call.domain == DOMAIN
 
 
 def _no_fault(_step: str) -> None:
@@ -400,6 +413,12 @@ class ConfirmationManager:
         # Calls of the integration's own, by (domain, service): run by their
         # handler instead of Home Assistant, after the same Confirm.
         self.internal: dict[tuple[str, str], InternalHandler] = {}
+        # The integration's own kinds of action (ADD_FILE) -> what runs them.
+        self.runners: dict[str, Runner] = {}
+
+    def _is_own(self, call: ResolvedCall) -> bool:
+        """Tell a call the integration runs itself from a Home Assistant service."""
+        return (call.domain, call.service) in self.internal or is_internal(call)
 
     async def async_recover(self) -> list[PendingAction]:
         """Settle what a crash or restart left half done."""
@@ -429,7 +448,16 @@ class ConfirmationManager:
 
         Its summary is written once, in the requester's language ``texts``.
         """
-        calls = tuple(call for verdict in verdicts for call in verdict.calls)
+        # Never one of the integration's own kinds (an added file) from the
+        # model's calls: those are proposed by the integration alone
+        # (async_propose_internal). Task proposals come from the task tools,
+        # whose handlers are registered in ``internal``.
+        calls = tuple(
+            call
+            for verdict in verdicts
+            for call in verdict.calls
+            if not is_internal(call) or (call.domain, call.service) in self.internal
+        )
         now = time.time()
         summary = await async_summarize(self.hass, calls, texts)
         reason = taint_reason(verdicts, texts)
@@ -445,6 +473,37 @@ class ConfirmationManager:
                 calls=calls,
                 summary=summary,
                 reason=reason,
+                now=now,
+                expires_at=now + self.timeout,
+            )
+        )
+
+    async def async_propose_internal(  # noqa: PLR0913 - who asked, where, and what
+        self,
+        *,
+        conversation_key: str,
+        bot_entry_id: str | None,
+        chat_id: int | None,
+        requester: str,
+        call: ResolvedCall,
+        summary: str,
+    ) -> PendingAction:
+        """Store one of the integration's own actions, to run on Confirm.
+
+        ``summary`` is written by the integration (never by the model).
+        """
+        now = time.time()
+        return await self.database.async_run(
+            lambda conn: store.insert_action(
+                conn,
+                token=secrets.token_hex(8),
+                conversation_key=conversation_key,
+                bot_entry_id=bot_entry_id,
+                chat_id=chat_id,
+                requester=requester,
+                ha_user_id=None,
+                calls=(call,),
+                summary=summary,
                 now=now,
                 expires_at=now + self.timeout,
             )
@@ -583,17 +642,20 @@ class ConfirmationManager:
         outcome = "executed"
         try:
             self.fault("before_recheck")
-            self._recheck(
-                [c for c in action.calls if (c.domain, c.service) not in self.internal]
-            )
+            services = [call for call in action.calls if not self._is_own(call)]
+            self._recheck(services)
             self.fault("before_service_call")
             for call in action.calls:
-                if (handler := self.internal.get((call.domain, call.service))) is None:
+                if (
+                    handler := self.internal.get((call.domain, call.service))
+                ) is not None:
+                    await handler(action, call)
+                elif is_internal(call):
+                    await self._async_run_internal([call], texts)
+                else:
                     await async_run_calls(
                         self.hass, [call], action.ha_user_id, action.requester
                     )
-                else:
-                    await handler(action, call)
             self.fault("after_service_call")
         except ToolError as err:
             ok = False
@@ -626,6 +688,17 @@ class ConfirmationManager:
             ),
             action,
         )
+
+    async def _async_run_internal(
+        self, calls: Sequence[ResolvedCall], texts: Texts
+    ) -> None:
+        """Run the integration's own kinds of action; raise ToolError."""
+        for call in calls:
+            runner = self.runners.get(call.service)
+            if runner is None:
+                msg = "This kind of request cannot be run now."
+                raise ToolError(msg)
+            await runner(call, texts)
 
     def _recheck(self, calls: Sequence[ResolvedCall]) -> None:
         """Refuse calls the policy blocks now (e.g. an entity unexposed since)."""
