@@ -174,6 +174,15 @@ def entry_pending(hass: HomeAssistant) -> int:
     return int(states[0].state)
 
 
+async def wait_pending(hass: HomeAssistant, count: int) -> None:
+    """Wait until the sensor shows ``count`` (it counts in the executor)."""
+    for _ in range(250):
+        if entry_pending(hass) == count:
+            return
+        await asyncio.sleep(0.02)
+    assert entry_pending(hass) == count
+
+
 async def test_a_stranger_cannot_confirm_or_cancel_a_known_persons_unlock(
     hass: HomeAssistant,
     telegram: TelegramHarness,
@@ -189,7 +198,7 @@ async def test_a_stranger_cannot_confirm_or_cancel_a_known_persons_unlock(
     request = await _ask_to_unlock(telegram, fake_ollama, ALICE_ID)
     confirm_data = _buttons(request)[0][1]
     cancel_data = _buttons(request)[1][1]
-    assert entry_pending(hass) == 1
+    await wait_pending(hass, 1)
 
     await telegram.press_button(
         confirm_data,

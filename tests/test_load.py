@@ -186,7 +186,9 @@ async def test_one_chat_in_order_and_other_chats_in_parallel_within_two_slots(
     # later; one after the other they would start three model times apart.
     starts = sorted(started.values())
     assert starts[2] - starts[0] >= SLOW
-    assert starts[3] - starts[0] < 2 * SLOW
+    # Two model times plus slack for a loaded machine; one after the other
+    # would be three.
+    assert starts[3] - starts[0] < 2.5 * SLOW
     assert elapsed >= 2 * SLOW
 
 

@@ -387,7 +387,9 @@ async def test_facts_that_are_instructions_or_secrets_are_refused(
     """The model is told why, and nothing reaches the profile."""
     script.remember(fact, reply="I can't remember that.")
     await say(telegram, f"remember this: {fact}")
-    result = tool_results(turn_requests(fake_ollama)[-1])[-1]
+    # The remember call, then the request that carries its result.
+    await fake_ollama.wait_for_chat_requests(2)
+    result = tool_results(turn_requests(fake_ollama)[1])[-1]
     assert result.startswith("Error: Refused:")
     assert reason in result
     assert await export(hass, ALICE) == []
@@ -997,7 +999,9 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
     assert await contents(memory) == [("Likes jazz", "inferred", 0.4)]
     assert await contents(memory, BOB) == []
 
-    # A cleared profile takes its waiting turns along: no call is made.
+    # A cleared profile takes its waiting turns along: no call is made (a
+    # reply just went out, so the turn waits for quiet while it is cleared).
+    assistant.scheduler.reply_sent()
     await learner.async_after_reply(_interaction(BOB, "I like opera"))
     await memory.async_clear(BOB)
     await asyncio.sleep(0.4)
