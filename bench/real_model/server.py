@@ -170,7 +170,7 @@ def free_port() -> int:
 class LlamaServer:
     """One llama-server process: one slot, no host-RAM prompt cache."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - all but the binary and model are keywords
         self,
         binary: Path,
         model: Path,
@@ -178,9 +178,10 @@ class LlamaServer:
         context: int = CONTEXT,
         threads: int = 1,
         log: Path,
+        port: int | None = None,
     ) -> None:
-        """Prepare the command; :meth:`start` runs it."""
-        self.port = free_port()
+        """Prepare the command (on ``port``, else a free one); :meth:`start` runs it."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.args = [
