@@ -207,8 +207,20 @@ class LlamaServer:
             self._process = subprocess.Popen(
                 self.args, stdout=log, stderr=subprocess.STDOUT
             )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            # Whatever went wrong (a timeout, an exit, an error raised in
+            # the caller's thread), no server is left running behind it.
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self._process is None:
+                msg = "llama-server was stopped while starting"
+                raise RuntimeError(msg)
             if self._process.poll() is not None:
                 msg = (
                     f"llama-server exited ({self._process.returncode}); see {self.log}"
@@ -221,7 +233,6 @@ class LlamaServer:
                 if json.loads(answer.read()).get("status") == "ok":
                     return
             time.sleep(0.2)
-        self.stop()
         msg = f"llama-server did not become ready in {timeout:.0f} s; see {self.log}"
         raise RuntimeError(msg)
 
