@@ -1307,6 +1307,7 @@ def test_repair_strings_exist() -> None:
     assert "[%key:" not in json.dumps(strings)
 
 
+@pytest.mark.usefixtures("mock_setup_entry")
 async def test_voice_and_photo_options_are_saved_and_can_be_emptied(
     hass: HomeAssistant,
 ) -> None:

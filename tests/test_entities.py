@@ -91,6 +91,7 @@ KEYS = ("pending_confirmations", "last_reply_latency", "context_tokens", "model_
 # entities' translation keys, never from the model or the server.
 STABLE_IDS = {
     "conversation.personal_assistant",
+    "todo.personal_assistant_tasks",
     *(f"sensor.personal_assistant_{key}" for key in KEYS),
 }
 
@@ -254,7 +255,8 @@ async def test_an_entry_named_the_old_way_keeps_its_entities(
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
 
-    assert _entity_ids(hass, entry) == old_ids
+    # The old ones kept; the to-do list, new in this version, is named anew.
+    assert _entity_ids(hass, entry) == old_ids | {"todo.personal_assistant_tasks"}
     assert all(hass.states.get(entity_id) is not None for entity_id in old_ids)
     device = _device(hass, entry)
     assert device.id == old_device.id

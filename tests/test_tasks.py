@@ -1081,13 +1081,15 @@ async def test_the_todo_list_shows_the_tasks_and_removing_cancels(
     fake_ollama: FakeOllama,
     hass_admin_user: MockUser,
 ) -> None:
-    """An "Assistant tasks" to-do list: one item per task; removal cancels."""
+    """A "Personal Assistant Tasks" to-do list: one item per task; removal cancels."""
     entry = await _setup(hass, fake_ollama)
     todo = er.async_get(hass).async_get_entity_id(
         "todo", DOMAIN, f"{entry.entry_id}_tasks"
     )
     assert todo is not None
-    assert hass.states.get(todo).attributes["friendly_name"].endswith("Assistant tasks")
+    assert (
+        hass.states.get(todo).attributes["friendly_name"] == "Personal Assistant Tasks"
+    )
     assert hass.states.get(todo).state == "0"
     # It holds everyone's reminders: not for the model to read.
     assert not async_should_expose(hass, "conversation", todo)

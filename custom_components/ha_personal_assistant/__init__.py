@@ -152,10 +152,10 @@ async def async_unload_entry(
     if (tasks := entry.runtime_data.tasks) is not None:
         # Firings write to the database: ended before it closes.
         await tasks.async_stop()
-    # Files on their way in or out: none is left behind.
-    await entry.runtime_data.storage.executor.run(
-        remove_transfer_dir, transfer_dir(hass)
-    )
+    # Files on their way in or out: none is left behind. (After HA's stop the
+    # storage and its executor are closed; the next setup empties the folder.)
+    if not (executor := entry.runtime_data.storage.executor).closed:
+        await executor.run(remove_transfer_dir, transfer_dir(hass))
     # Pruning, after-reply work (history, summaries, learning) writes to the
     # storage: end it before it closes. Work that ends may start more (a
     # learned turn starts the learner): cancelled in the next round.

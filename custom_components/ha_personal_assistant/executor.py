@@ -27,6 +27,11 @@ class BlockingExecutor:
         )
         self._closed = False
 
+    @property
+    def closed(self) -> bool:
+        """Tell whether the pool was shut down (HA stopped or the entry unloaded)."""
+        return self._closed
+
     async def run[**P, T](
         self, func: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T:

@@ -43,7 +43,7 @@ async def async_setup_entry(
     entry: PersonalAssistantConfigEntry,
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
-    """Add the entry's "Assistant tasks" list."""
+    """Add the entry's "Tasks" list (shown as "Personal Assistant Tasks")."""
     if entry.runtime_data.tasks is not None:
         async_add_entities([AssistantTasks(entry, entry.runtime_data.tasks)])
 
