@@ -180,12 +180,15 @@ def select_options(
 
 
 async def start_user_flow(hass: HomeAssistant) -> dict[str, Any]:
-    """Open the config flow the way the Add Integration dialog does."""
+    """Open the config flow the way the Add Integration dialog does; keep Ollama."""
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_USER}
     )
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "user"
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "ollama"
     return result
 
 
@@ -221,8 +224,19 @@ def add_entry(
 # The config flow.
 
 
+async def test_first_form_offers_ollama_first(hass: HomeAssistant) -> None:
+    """The first form asks which kind of server, with Ollama as the default."""
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    [(key, selector)] = result["data_schema"].schema.items()
+    assert key.schema == "backend"
+    assert key.default() == "ollama"
+    assert selector.config["options"] == ["ollama", "openai_compatible"]
+
+
 async def test_user_form_suggests_localhost(hass: HomeAssistant) -> None:
-    """The first form asks for the URL with Ollama's default address."""
+    """The Ollama form asks for the URL with Ollama's default address."""
     result = await start_user_flow(hass)
     assert result["errors"] == {}
     key = next(iter(result["data_schema"].schema))
@@ -305,7 +319,7 @@ async def test_invalid_url_is_shown_on_the_field(
     """An address without http(s) or host is refused before contacting anything."""
     result = await submit_url(hass, url)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "ollama"
     assert result["errors"] == {"ollama_url": "invalid_url"}
     assert suggested(result, "ollama_url") == url
     assert aioclient_mock.call_count == 0
@@ -329,7 +343,7 @@ async def test_unreachable_server_shows_cannot_connect(
     aioclient_mock.get(f"{OLLAMA_URL}/api/tags", **failure)
     result = await submit_url(hass)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "ollama"
     assert result["errors"] == {"base": "cannot_connect"}
     assert suggested(result, "ollama_url") == OLLAMA_URL
 
@@ -376,7 +390,7 @@ async def test_server_without_chat_models_asks_to_pull_one(
     MockedOllama(aioclient_mock, models=models)
     result = await submit_url(hass)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "ollama"
     assert result["errors"] == {"base": "no_models"}
 
 

@@ -1,4 +1,4 @@
-"""Watch the Ollama server and model; raise repair issues the user must act on."""
+"""Watch the model server and model; raise repair issues the user must act on."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
 
-from .const import CONF_MODEL, CONF_OLLAMA_URL, DOMAIN, LOGGER
-from .ollama_api import (
-    OllamaError,
-    OllamaModelNotFound,
-    async_list_models,
-    async_show_model,
-    url_without_credentials,
+from .const import CONF_MODEL, DOMAIN, LOGGER
+from .model_server import (
+    AuthFailed,
+    Backend,
+    ModelBackend,
+    ModelNotFound,
+    ModelServerError,
 )
 
 if TYPE_CHECKING:
@@ -34,6 +33,12 @@ ISSUE_UNREACHABLE: Final = "ollama_unreachable"
 ISSUE_MODEL_MISSING: Final = "model_missing"
 ISSUE_NO_TOOLS: Final = "model_no_tools"
 ISSUES: Final = (ISSUE_UNREACHABLE, ISSUE_MODEL_MISSING, ISSUE_NO_TOOLS)
+# The texts of an OpenAI-compatible server's issues (no "ollama pull" there);
+# the issue ids are the same.
+OPENAI_TEXTS: Final = {
+    ISSUE_UNREACHABLE: "openai_unreachable",
+    ISSUE_MODEL_MISSING: "openai_model_missing",
+}
 
 
 class ModelStatus(StrEnum):
@@ -43,6 +48,7 @@ class ModelStatus(StrEnum):
     UNREACHABLE = "unreachable"
     MODEL_MISSING = "model_missing"
     NO_TOOLS = "no_tools"
+    AUTH_FAILED = "auth_failed"
 
 
 def issue_id(key: str, entry_id: str) -> str:
@@ -51,13 +57,20 @@ def issue_id(key: str, entry_id: str) -> str:
 
 
 class OllamaMonitor:
-    """Poll /api/tags and /api/show with HA's shared web session."""
+    """Poll the model list (and Ollama's /api/show) through the entry's backend.
 
-    def __init__(self, hass: HomeAssistant, entry: ConfigEntry[Any]) -> None:
+    Servers speaking OpenAI's API are asked for /models only: their tool
+    support was checked by the config flow, and asking the model anything
+    would evict the chat's cached prompt on a one-slot server.
+    """
+
+    def __init__(
+        self, hass: HomeAssistant, entry: ConfigEntry[Any], backend: ModelBackend
+    ) -> None:
         """Watch the server and model of ``entry``."""
         self.hass = hass
         self.entry = entry
-        self.url: str = entry.data[CONF_OLLAMA_URL]
+        self.backend = backend
         self.model: str = entry.data[CONF_MODEL]
         self.status = ModelStatus.OK
         self.checked_at: datetime | None = None
@@ -89,45 +102,51 @@ class OllamaMonitor:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener)
 
-    async def async_check(self) -> None:
+    async def async_check(self) -> None:  # noqa: PLR0911 - one return per status
         """Check the server and the model once; update the status and issues."""
-        session = async_get_clientsession(self.hass)
         now = dt_util.utcnow()
         self.checked_at = now
         try:
-            models = await async_list_models(session, self.url)
-        except OllamaError as err:
+            models = await self.backend.async_list_models()
+        except AuthFailed:
+            # HA shows the reauthentication flow; the entry reloads with the
+            # new key, so this happens at most once per loaded entry.
+            if self.status is not ModelStatus.AUTH_FAILED:
+                LOGGER.warning("%s refused the API key", self.backend.where)
+                self.entry.async_start_reauth(self.hass)
+            self._set(ModelStatus.AUTH_FAILED)
+            return
+        except ModelServerError as err:
             self._unreachable(now, err)
             return
         if self.unreachable_since is not None:
-            LOGGER.info(
-                "Ollama at %s is reachable again", url_without_credentials(self.url)
-            )
+            LOGGER.info("The model server at %s is reachable again", self.backend.where)
         self.unreachable_since = None
         if not any(m.name in {self.model, f"{self.model}:latest"} for m in models):
             self._set(ModelStatus.MODEL_MISSING)
             return
+        if self.backend.backend is not Backend.OLLAMA:
+            self._set(ModelStatus.OK)
+            return
         try:
-            info = await async_show_model(session, self.url, self.model)
-        except OllamaModelNotFound:
+            capabilities = await self.backend.async_capabilities(self.model)
+        except ModelNotFound:
             self._set(ModelStatus.MODEL_MISSING)
             return
-        except OllamaError:
+        except ModelServerError:
             # The list answered: the model is there; judge tools next time.
             self._set(ModelStatus.OK)
             return
-        if info.capabilities and "tools" not in info.capabilities:
+        if capabilities and "tools" not in capabilities:
             self._set(ModelStatus.NO_TOOLS)
             return
         self._set(ModelStatus.OK)
 
-    def _unreachable(self, now: datetime, err: OllamaError) -> None:
+    def _unreachable(self, now: datetime, err: ModelServerError) -> None:
         if self.unreachable_since is None:
             self.unreachable_since = now
             LOGGER.warning(
-                "Ollama at %s is unreachable: %s",
-                url_without_credentials(self.url),
-                err,
+                "The model server at %s is unreachable: %s", self.backend.where, err
             )
         # The last known model issues stay until Ollama answers again.
         self.status = ModelStatus.UNREACHABLE
@@ -151,15 +170,18 @@ class OllamaMonitor:
         self._notify()
 
     def _create(self, key: str) -> None:
+        translation_key = key
+        if self.backend.backend is Backend.OPENAI_COMPATIBLE:
+            translation_key = OPENAI_TEXTS.get(key, key)
         ir.async_create_issue(
             self.hass,
             DOMAIN,
             issue_id(key, self.entry.entry_id),
             is_fixable=False,
             severity=ir.IssueSeverity.ERROR,
-            translation_key=key,
+            translation_key=translation_key,
             translation_placeholders={
-                "url": url_without_credentials(self.url),
+                "url": self.backend.where,
                 "model": self.model,
                 "title": self.entry.title,
             },
