@@ -168,7 +168,7 @@ async def async_is_private_url(url: str) -> bool:
     try:
         async with asyncio.timeout(_RESOLVE_TIMEOUT):
             infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError, TimeoutError:
+    except Exception:  # noqa: BLE001 - whatever stops resolving it: ask the user
         return False
     addresses = {str(info[4][0]) for info in infos}
     return bool(addresses) and all(_private_address(a) for a in addresses)
