@@ -23,7 +23,9 @@ top of it, talk to it over real HTTP, unmodified. It serves what llama.cpp's
 - errors as ``{"error": {"message", "type", "code"}}``: 401 without the API
   key the server was started with, 404 for a model it does not serve, 400
   for tools sent to a model that cannot call them (vLLM's words without
-  ``--enable-auto-tool-choice``) and for embeddings from a chat model.
+  ``--enable-auto-tool-choice``) and for embeddings from a chat model;
+- ``GET /health``: llama-server's 503 "Loading model" while a scripted
+  reply's ``load`` lasts, else ``{"status": "ok"}``.
 
 The output cap is ``max_tokens`` (or ``max_completion_tokens``); a word
 stands for a token, as in the Ollama fake. The same server answers Ollama's
@@ -74,6 +76,8 @@ class FakeOpenAI(FakeOllama):
         super().__init__(**kwargs)
         self.backend = backend
         self.api_key: str | None = None
+        # Models being loaded: /health answers 503 meanwhile.
+        self.loading: set[str] = set()
         # The /v1/chat/completions bodies (also in chat_requests).
         self.openai_requests: list[JsonDict] = []
 
@@ -87,6 +91,7 @@ class FakeOpenAI(FakeOllama):
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_post("/v1/chat/completions", self._handle_completions)
         app.router.add_post("/v1/embeddings", self._handle_embeddings)
+        app.router.add_get("/health", self._handle_health)
 
     # --------------------------------------------------------------- helpers
 
@@ -131,6 +136,13 @@ class FakeOpenAI(FakeOllama):
                 ],
             }
         )
+
+    async def _handle_health(self, request: web.Request) -> web.Response:
+        """``GET /health``: llama-server's 503 while a model loads, else ok."""
+        self.requests.append(RecordedRequest(request.method, request.path))
+        if self.loading:
+            return self._openai_error(503, "Loading model", "unavailable_error")
+        return web.json_response({"status": "ok"})
 
     async def _handle_embeddings(  # noqa: PLR0911 - one return per outcome
         self, request: web.Request
@@ -200,8 +212,13 @@ class FakeOpenAI(FakeOllama):
             return self._openai_error(400, NO_TOOLS_MESSAGE)
 
         delay, reply = self._next_reply(body)
-        if reply.load > 0 and await self._sleep_or_close(reply.load):
-            return self._drop(request)
+        if reply.load > 0:
+            self.loading.add(name)
+            try:
+                if await self._sleep_or_close(reply.load):
+                    return self._drop(request)
+            finally:
+                self.loading.discard(name)
         self.loaded.add(name)
         delay += reply.delay
         stopped = delay > 0 and await self._sleep_or_close(delay)

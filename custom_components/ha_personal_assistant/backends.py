@@ -284,8 +284,22 @@ class OpenAIBackend:
         return True
 
     async def async_loading(self, model: str) -> bool:  # noqa: ARG002 - the protocol
-        """Tell nothing: OpenAI's API does not say what is loaded."""
-        return False
+        """Tell whether the server is loading a model: /health answers 503.
+
+        OpenAI's API says nothing about loading; llama-server (and vLLM
+        while it starts) answer 503 at /health meanwhile. Anything else,
+        including a server without /health, is not loading.
+        """
+        url = URL(self.base_url)
+        path = url.path.removesuffix("/v1")
+        try:
+            response = await get_async_client(self.hass).get(
+                str(url.with_path(f"{path}/health")), timeout=OLLAMA_PROBE_TIMEOUT
+            )
+        except httpx.HTTPError as err:
+            LOGGER.debug("Could not ask %s whether it is loading: %s", self.where, err)
+            return False
+        return response.status_code == HTTPStatus.SERVICE_UNAVAILABLE
 
     async def async_embed(
         self,
