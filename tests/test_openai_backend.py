@@ -155,6 +155,21 @@ async def test_an_unreachable_server_shows_cannot_connect(
     assert result["errors"] == {"base": "cannot_connect_openai"}
 
 
+@pytest.mark.parametrize("url", ["gpu-box:8000/v1", "ftp://gpu-box/v1", "http://"])
+@pytest.mark.usefixtures("core", "mock_setup_entry")
+async def test_an_invalid_url_is_shown_on_the_field(
+    hass: HomeAssistant, fake_openai: FakeOpenAI, url: str
+) -> None:
+    """An address without http(s) or host is refused before contacting anything."""
+    result = await _open_openai_form(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_BASE_URL: url}
+    )
+    assert result["step_id"] == "openai_compatible"
+    assert result["errors"] == {CONF_BASE_URL: "invalid_url"}
+    assert fake_openai.requests == []
+
+
 @pytest.mark.usefixtures("core", "mock_setup_entry")
 async def test_a_model_without_tool_support_is_refused(
     hass: HomeAssistant, fake_openai: FakeOpenAI
