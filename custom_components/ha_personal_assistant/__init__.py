@@ -22,7 +22,7 @@ from .const import (
     LOGGER,
 )
 from .model_server import AuthFailed, ModelServerError
-from .monitor import OllamaMonitor
+from .monitor import ServerMonitor
 from .repairs import async_check_policy, async_delete_policy_issue
 from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
@@ -121,7 +121,7 @@ async def async_setup_entry(
         await async_release_storage(hass)
         raise
     entry.runtime_data = data
-    data.monitor = OllamaMonitor(hass, entry, backend)
+    data.monitor = ServerMonitor(hass, entry, backend)
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)

@@ -52,11 +52,11 @@ class ModelStatus(StrEnum):
 
 
 def issue_id(key: str, entry_id: str) -> str:
-    """Return the id of one of an entry's Ollama issues."""
+    """Return the id of one of an entry's model-server issues."""
     return f"{key}_{entry_id}"
 
 
-class OllamaMonitor:
+class ServerMonitor:
     """Poll the model list (and Ollama's /api/show) through the entry's backend.
 
     Servers speaking OpenAI's API are asked for /models only: their tool
@@ -193,6 +193,6 @@ class OllamaMonitor:
 
     @callback
     def async_remove_issues(self) -> None:
-        """Drop the entry's Ollama issues (the entry is unloaded or removed)."""
+        """Drop the entry's model-server issues (the entry is unloaded or removed)."""
         for key in ISSUES:
             ir.async_delete_issue(self.hass, DOMAIN, issue_id(key, self.entry.entry_id))
