@@ -38,6 +38,12 @@ TURN_OFF_KITCHEN = {
 }
 
 
+@pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
 @pytest.fixture(autouse=True)
 def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """A model fault is a reply and at most a warning, never a logged error."""
@@ -231,6 +237,21 @@ async def test_invalid_json_arguments_are_fed_back(
     """Ollama's 'error parsing tool call' is a model mistake, fed back once."""
     fake_ollama.error(
         500, "error parsing tool call: raw='{\"entity_id\": light.bed', err=invalid"
+    ).reply("Let me try again: the bed light is on.")
+    assert await _ask(telegram) == "Let me try again: the bed light is on."
+    last = fake_ollama.chat_requests[-1]["messages"][-1]
+    assert "not valid JSON" in last["content"]
+
+
+async def test_a_tool_call_the_server_cannot_parse_is_fed_back(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """llama-server's words for a malformed call: also a model mistake."""
+    fake_ollama.error(
+        500, 'Failed to parse input at pos 11: <tool_call>{"name": "get_state"'
     ).reply("Let me try again: the bed light is on.")
     assert await _ask(telegram) == "Let me try again: the bed light is on."
     last = fake_ollama.chat_requests[-1]["messages"][-1]

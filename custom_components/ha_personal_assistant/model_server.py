@@ -130,12 +130,13 @@ class ChatSettings:
 def is_bad_tool_call(err: BaseException) -> bool:
     """Tell whether the server refused the model's own malformed tool call.
 
-    Ollama answers HTTP 500 "error parsing tool call"; servers that speak
-    OpenAI's API answer the same way with a status code. The model gets a
-    correction, as for any malformed call.
+    Ollama answers HTTP 500 "error parsing tool call"; llama-server answers
+    "Failed to parse input at pos ...", quoting the model's ``<tool_call>``
+    text. The model gets a correction, as for any malformed call.
     """
+    text = str(err).lower()
     return isinstance(getattr(err, "status_code", None), int) and (
-        "tool call" in str(err).lower()
+        "tool call" in text or "tool_call" in text
     )
 
 
