@@ -517,3 +517,28 @@ async def test_diagnostics_never_show_the_key(
     assert diagnostics["entry"]["data"][CONF_API_KEY] == "**REDACTED**"
     assert diagnostics["entry"]["data"][CONF_BASE_URL].endswith("/v1")
     assert KEY not in str(diagnostics)
+
+
+@pytest.mark.usefixtures("core", "mock_setup_entry")
+async def test_options_leave_out_ollamas_keep_alive(hass: HomeAssistant) -> None:
+    """The server keeps its model loaded: the options do not offer keep_alive."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        title=MODEL,
+        unique_id="http://192.168.1.20:8000/v1",
+        data={
+            CONF_BACKEND: "openai_compatible",
+            CONF_BASE_URL: "http://192.168.1.20:8000/v1",
+            CONF_MODEL: MODEL,
+        },
+    )
+    entry.add_to_hass(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    fields = {key.schema for key in result["data_schema"].schema}
+    assert "keep_alive" not in fields
+    assert {"num_ctx", "num_predict", "request_timeout"} <= fields
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"num_predict": 256}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["num_predict"] == 256

@@ -242,10 +242,23 @@ def _folded(field: str, selector: Any) -> section:
     )
 
 
-def _options_schema(policy: Policy) -> vol.Schema:
-    """Return the options form: general options and the folded permission lists."""
+def _options_schema(policy: Policy, *, ollama: bool = True) -> vol.Schema:
+    """Return the options form: general options and the folded permission lists.
+
+    ``keep_alive`` is Ollama's: a server speaking OpenAI's API keeps its model
+    loaded itself, so its entries do not show it.
+    """
+    general = OPTIONS_SCHEMA
+    if not ollama:
+        general = vol.Schema(
+            {
+                key: value
+                for key, value in OPTIONS_SCHEMA.schema.items()
+                if key != CONF_KEEP_ALIVE
+            }
+        )
     # Optional, so a submission without a section keeps that part of the policy.
-    return OPTIONS_SCHEMA.extend(
+    return general.extend(
         {
             vol.Optional(SECTION_CONFIRM): _folded(
                 CONF_CONFIRM_SERVICES,
@@ -859,7 +872,12 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
         return self.async_show_form(
             step_id="init",
             data_schema=self.add_suggested_values_to_schema(
-                _options_schema(Policy.from_options(current)), suggested
+                _options_schema(
+                    Policy.from_options(current),
+                    ollama=self.config_entry.data.get(CONF_BACKEND)
+                    != Backend.OPENAI_COMPATIBLE,
+                ),
+                suggested,
             ),
             errors=errors,
         )
