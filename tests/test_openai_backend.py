@@ -542,3 +542,32 @@ async def test_options_leave_out_ollamas_keep_alive(hass: HomeAssistant) -> None
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options["num_predict"] == 256
+
+
+async def test_a_server_that_stops_accepting_tools_raises_a_repair(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """Restarted without tool calls: the reply apologises and a repair says why."""
+    model = fake_openai.get_model(MODEL)
+    assert model is not None
+    model.capabilities.remove("tools")
+    await telegram.send_text("Turn on the bed light")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert "error" in sent[-1]["text"]
+    monitor = assistant.runtime_data.monitor
+    assert monitor.status is ModelStatus.NO_TOOLS
+    issue_id = f"model_no_tools_{assistant.entry_id}"
+    issue = ir.async_get(hass).async_get_issue(DOMAIN, issue_id)
+    assert issue is not None
+    assert issue.translation_key == "openai_model_no_tools"
+    # A check while tools are still refused keeps the repair.
+    await monitor.async_check()
+    assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is not None
+    # The server accepts tools again: the next check clears it.
+    model.capabilities.append("tools")
+    await monitor.async_check()
+    assert monitor.status is ModelStatus.OK
+    assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is None

@@ -122,6 +122,7 @@ async def async_setup_entry(
         raise
     entry.runtime_data = data
     data.monitor = ServerMonitor(hass, entry, backend)
+    data.assistant.failure_listeners.append(data.monitor.async_failed)
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)

@@ -250,6 +250,8 @@ class Assistant:
         self.ollama_url = ollama_url
         # The model server: what is loading, and what a failed call means.
         self.backend: ModelBackend = backend or OllamaBackend(hass, ollama_url)
+        # Told what a failed model call meant (the monitor raises repairs).
+        self.failure_listeners: list[Callable[[Failure], None]] = []
         self.policy = policy
         # The integration's own pool for blocking work (the firewall on chunks).
         self.executor = executor
@@ -588,6 +590,8 @@ class Assistant:
                 self.health.failed(f"model {self.model_name} not found")
                 return REPLY_MODEL_MISSING.format(model=self.model_name)
             self.health.failed(reason)
+            for listener in self.failure_listeners:
+                listener(kind)
             if kind is Failure.TIMEOUT:
                 return REPLY_TIMEOUT
             if kind is Failure.UNREACHABLE:

@@ -42,6 +42,7 @@ from .model_server import (
     ModelServerError,
     ServerModel,
     ServerUnreachable,
+    is_bad_tool_call,
 )
 from .ollama_api import (
     CAPABILITY_TOOLS,
@@ -271,11 +272,7 @@ class OpenAIBackend:
                 timeout=TOOL_PROBE_TIMEOUT,
             )
         except openai.APIStatusError as err:
-            if err.status_code in {
-                HTTPStatus.BAD_REQUEST,
-                HTTPStatus.INTERNAL_SERVER_ERROR,
-                HTTPStatus.NOT_IMPLEMENTED,
-            } and ("tool" in str(err.message).lower()):
+            if _refuses_tools(err):
                 LOGGER.debug("%s cannot call tools: %s", model, err.message)
                 return False
             raise _server_error(err, self.where) from err
@@ -361,7 +358,9 @@ class OpenAIBackend:
             extra_body=extra,
         )
 
-    def classify(self, err: BaseException) -> tuple[Failure, str] | None:
+    def classify(  # noqa: PLR0911 - one return per kind of failure
+        self, err: BaseException
+    ) -> tuple[Failure, str] | None:
         """Explain the ``openai`` package's errors (ChatOpenAI raises them)."""
         if isinstance(err, openai.APITimeoutError):
             return Failure.TIMEOUT, "no answer within the request timeout"
@@ -372,8 +371,31 @@ class OpenAIBackend:
         if isinstance(err, openai.NotFoundError):
             return Failure.MODEL_MISSING, "model not found"
         if isinstance(err, openai.APIStatusError):
-            return Failure.ERROR, f"HTTP {err.status_code}: {err.message}"
+            reason = f"HTTP {err.status_code}: {err.message}"
+            if _refuses_tools(err):
+                return Failure.NO_TOOLS, reason
+            return Failure.ERROR, reason
         return None
+
+
+def _refuses_tools(err: openai.APIStatusError) -> bool:
+    """Tell whether the server refused a request because it carried tools.
+
+    llama-server without ``--jinja`` answers 500 "tools param requires
+    --jinja flag"; vLLM without ``--enable-auto-tool-choice`` answers 400
+    naming it. A tool call the model wrote badly is not this (the graph
+    corrects the model instead).
+    """
+    return (
+        err.status_code
+        in {
+            HTTPStatus.BAD_REQUEST,
+            HTTPStatus.INTERNAL_SERVER_ERROR,
+            HTTPStatus.NOT_IMPLEMENTED,
+        }
+        and "tool" in str(err.message).lower()
+        and not is_bad_tool_call(err)
+    )
 
 
 def _index(item: Any) -> int:

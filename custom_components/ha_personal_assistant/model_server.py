@@ -58,6 +58,8 @@ class Failure(StrEnum):
     UNREACHABLE = "unreachable"
     MODEL_MISSING = "model_missing"
     AUTH = "auth"
+    # The server refused the request's tools (started without tool calls).
+    NO_TOOLS = "no_tools"
     ERROR = "error"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
@@ -15,6 +16,7 @@ from .const import CONF_MODEL, DOMAIN, LOGGER
 from .model_server import (
     AuthFailed,
     Backend,
+    Failure,
     ModelBackend,
     ModelNotFound,
     ModelServerError,
@@ -38,6 +40,7 @@ ISSUES: Final = (ISSUE_UNREACHABLE, ISSUE_MODEL_MISSING, ISSUE_NO_TOOLS)
 OPENAI_TEXTS: Final = {
     ISSUE_UNREACHABLE: "openai_unreachable",
     ISSUE_MODEL_MISSING: "openai_model_missing",
+    ISSUE_NO_TOOLS: "openai_model_no_tools",
 }
 
 
@@ -75,6 +78,10 @@ class ServerMonitor:
         self.status = ModelStatus.OK
         self.checked_at: datetime | None = None
         self.unreachable_since: datetime | None = None
+        # A chat request was refused for its tools (an OpenAI-compatible
+        # server restarted without tool calls); until a check finds tools
+        # work again.
+        self.tools_refused = False
         self._listeners: list[Callable[[], None]] = []
 
     @callback
@@ -126,7 +133,14 @@ class ServerMonitor:
             self._set(ModelStatus.MODEL_MISSING)
             return
         if self.backend.backend is not Backend.OLLAMA:
-            self._set(ModelStatus.OK)
+            if self.tools_refused:
+                # Asking evicts the chat's cached prompt, but no chat works
+                # meanwhile: only then is the model asked again.
+                with contextlib.suppress(ModelServerError):
+                    self.tools_refused = not await self.backend.async_supports_tools(
+                        self.model
+                    )
+            self._set(ModelStatus.NO_TOOLS if self.tools_refused else ModelStatus.OK)
             return
         try:
             capabilities = await self.backend.async_capabilities(self.model)
@@ -141,6 +155,13 @@ class ServerMonitor:
             self._set(ModelStatus.NO_TOOLS)
             return
         self._set(ModelStatus.OK)
+
+    @callback
+    def async_failed(self, failure: Failure) -> None:
+        """Hear what a failed chat call meant; a refusal of tools is a repair."""
+        if failure is Failure.NO_TOOLS and self.backend.backend is not Backend.OLLAMA:
+            self.tools_refused = True
+            self._set(ModelStatus.NO_TOOLS)
 
     def _unreachable(self, now: datetime, err: ModelServerError) -> None:
         if self.unreachable_since is None:
