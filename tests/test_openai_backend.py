@@ -571,3 +571,25 @@ async def test_a_server_that_stops_accepting_tools_raises_a_repair(
     await monitor.async_check()
     assert monitor.status is ModelStatus.OK
     assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is None
+
+
+async def test_a_key_refused_mid_chat_is_explained_and_reauth_follows(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """401 on a chat: the user gets the integration's words, the admin a dialog."""
+    fake_openai.api_key = "rotated"
+    await telegram.send_text("Hello?")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert "error" in sent[-1]["text"]
+    health = assistant.runtime_data.assistant.health
+    assert health.available is False
+    assert "API key" in (health.last_error or "")
+    assert KEY not in (health.last_error or "")
+    # At once, not at the next check.
+    await hass.async_block_till_done()
+    assert assistant.runtime_data.monitor.status is ModelStatus.AUTH_FAILED
+    [flow] = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
+    assert flow["context"]["source"] == config_entries.SOURCE_REAUTH

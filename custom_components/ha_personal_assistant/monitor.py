@@ -116,12 +116,7 @@ class ServerMonitor:
         try:
             models = await self.backend.async_list_models()
         except AuthFailed:
-            # HA shows the reauthentication flow; the entry reloads with the
-            # new key, so this happens at most once per loaded entry.
-            if self.status is not ModelStatus.AUTH_FAILED:
-                LOGGER.warning("%s refused the API key", self.backend.where)
-                self.entry.async_start_reauth(self.hass)
-            self._set(ModelStatus.AUTH_FAILED)
+            self._refused_key()
             return
         except ModelServerError as err:
             self._unreachable(now, err)
@@ -158,10 +153,23 @@ class ServerMonitor:
 
     @callback
     def async_failed(self, failure: Failure) -> None:
-        """Hear what a failed chat call meant; a refusal of tools is a repair."""
-        if failure is Failure.NO_TOOLS and self.backend.backend is not Backend.OLLAMA:
+        """Hear what a failed chat call meant: a refused key or refused tools."""
+        if failure is Failure.AUTH:
+            self._refused_key()
+        elif failure is Failure.NO_TOOLS and self.backend.backend is not Backend.OLLAMA:
             self.tools_refused = True
             self._set(ModelStatus.NO_TOOLS)
+
+    def _refused_key(self) -> None:
+        """Ask for a new key: HA shows the reauthentication flow.
+
+        The entry reloads with the new key, so this happens at most once per
+        loaded entry.
+        """
+        if self.status is not ModelStatus.AUTH_FAILED:
+            LOGGER.warning("%s refused the API key", self.backend.where)
+            self.entry.async_start_reauth(self.hass)
+        self._set(ModelStatus.AUTH_FAILED)
 
     def _unreachable(self, now: datetime, err: ModelServerError) -> None:
         if self.unreachable_since is None:
