@@ -6,9 +6,13 @@ langchain-openai's ChatOpenAI talk to it over real HTTP on loopback.
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
 from typing import TYPE_CHECKING, Any
 from unittest.mock import AsyncMock, patch
 
+import openai
 import pytest
 from homeassistant import config_entries
 from homeassistant.config_entries import ConfigEntryState
@@ -593,3 +597,86 @@ async def test_a_key_refused_mid_chat_is_explained_and_reauth_follows(
     assert assistant.runtime_data.monitor.status is ModelStatus.AUTH_FAILED
     [flow] = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
     assert flow["context"]["source"] == config_entries.SOURCE_REAUTH
+
+
+# The fake speaks the protocol the real client expects.
+
+
+async def _client(server: FakeOpenAI, key: str = "no-key") -> openai.AsyncOpenAI:
+    """Return the openai package's own client; built off the loop (SSL setup)."""
+    return await asyncio.to_thread(
+        functools.partial(
+            openai.AsyncOpenAI, base_url=server.base_url, api_key=key, max_retries=0
+        )
+    )
+
+
+async def test_the_fake_streams_tool_calls_the_openai_client_reassembles(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """SSE chunks with tool_calls deltas and a usage chunk, as the client reads them."""
+    client = await _client(fake_openai)
+    fake_openai.tool_call("get_state", {"entity_id": "light.bed_light"})
+    stream = await client.chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "Is the bed light on?"}],
+        tools=[
+            {
+                "type": "function",
+                "function": {"name": "get_state", "parameters": {"type": "object"}},
+            }
+        ],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    name, arguments, finish, usage = "", "", None, None
+    async for chunk in stream:
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            for call in choice.delta.tool_calls or []:
+                assert call.function is not None
+                name += call.function.name or ""
+                arguments += call.function.arguments or ""
+            finish = choice.finish_reason or finish
+    await client.close()
+    assert name == "get_state"
+    assert json.loads(arguments) == {"entity_id": "light.bed_light"}
+    assert finish == "tool_calls"
+    assert usage is not None
+    assert usage.prompt_tokens > 0
+
+
+async def test_the_fake_answers_errors_as_the_client_classifies_them(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """401 without the key, 404 for an unknown model, 400 for refused tools."""
+    fake_openai.api_key = KEY
+    client = await _client(fake_openai, "wrong")
+    with pytest.raises(openai.AuthenticationError):
+        await client.models.list()
+    await client.close()
+    client = await _client(fake_openai, KEY)
+    with pytest.raises(openai.NotFoundError):
+        await client.chat.completions.create(
+            model="llama9", messages=[{"role": "user", "content": "hi"}]
+        )
+    with pytest.raises(openai.BadRequestError, match="auto-tool-choice"):
+        await client.chat.completions.create(
+            model="gemma:2b",
+            messages=[{"role": "user", "content": "hi"}],
+            tools=[{"type": "function", "function": {"name": "x", "parameters": {}}}],
+        )
+    await client.close()
+
+
+async def test_the_fake_embeds_in_base64_as_the_client_asks_by_default(
+    fake_openai: FakeOpenAI,
+) -> None:
+    """The package asks for base64 unless told otherwise; both decode alike."""
+    client = await _client(fake_openai)
+    response = await client.embeddings.create(
+        model="nomic-embed-text:latest", input=["boiler service"]
+    )
+    await client.close()
+    expected = fake_openai.embedding_for("boiler service")
+    assert response.data[0].embedding == pytest.approx(expected, rel=1e-5)
