@@ -72,7 +72,6 @@ from custom_components.ha_personal_assistant.agent.graph import (  # noqa: E402
 )
 from custom_components.ha_personal_assistant.assistant import (  # noqa: E402
     Assistant,
-    Speaker,
 )
 from custom_components.ha_personal_assistant.backends import (  # noqa: E402
     OllamaBackend,
@@ -89,6 +88,9 @@ from custom_components.ha_personal_assistant.context import (  # noqa: E402
 from custom_components.ha_personal_assistant.documents import (  # noqa: E402
     AUTO_CONTEXT_MIN_SCORE,
     DocumentIndex,
+)
+from custom_components.ha_personal_assistant.models import (  # noqa: E402
+    Speaker,
 )
 from custom_components.ha_personal_assistant.ollama_api import (  # noqa: E402
     async_embed,

@@ -3,7 +3,9 @@
 // by scripts/screenshots, which starts Home Assistant and a fake Ollama first.
 //
 // ONLY=name,name takes only some groups (config, options, mapping, repair,
-// device); a group needs the ones before it to have run once.
+// device); a group needs the ones before it to have run once. The group
+// assist (the Assist dialog in the house scripts/develop sets up) runs only
+// when named: scripts/screenshots --assist.
 import { createRequire } from "node:module";
 import path from "node:path";
 
@@ -13,7 +15,12 @@ const { chromium } = require("playwright-core");
 const HA = "http://127.0.0.1:8123";
 const CLIENT_ID = `${HA}/`;
 const OUT = process.env.OUT;
-const USER = { name: "Demo", username: "demo", password: "demo-password-1234" };
+// scripts/screenshots --assist logs in as the owner scripts/develop made.
+const USER = {
+  name: "Demo",
+  username: process.env.HA_USERNAME ?? "demo",
+  password: process.env.HA_PASSWORD ?? "demo-password-1234",
+};
 const DOMAIN = "ha_personal_assistant";
 const VIEWPORT = { width: 1280, height: 860 };
 // Telegram ids of the demo: the first two have an allowed private chat in
@@ -114,7 +121,7 @@ const onboarding = await json(`${HA}/api/onboarding`).catch(() => []);
 const tokens = onboarding.some((step) => step.step === "user" && !step.done) ? await onboard() : await login();
 const AUTH = { Authorization: `Bearer ${tokens.access_token}`, "Content-Type": "application/json" };
 const only = process.env.ONLY ? new Set(process.env.ONLY.split(",")) : null;
-const wanted = (group) => !only || only.has(group);
+const wanted = (group) => (only ? only.has(group) : group !== "assist");
 
 // Wait until HA has finished starting: no start-up toasts over the shots.
 for (let tries = 0; tries < 300; tries += 1) {
@@ -154,6 +161,7 @@ try {
     if (wanted("mapping")) await mappingShots(page);
     if (wanted("repair")) await repairShots(page);
     if (wanted("device")) await deviceShots(page);
+    if (wanted("assist")) await assistShots(page);
   } catch (err) {
     await page.screenshot({ path: path.join(process.env.NODE_PATH, "..", "failed.png") });
     throw err;
@@ -305,4 +313,38 @@ async function deviceShots(page) {
   await page.getByRole("button", { name: "Settings", exact: true }).click();
   await page.getByText("Entity ID").filter({ visible: true }).first().waitFor();
   await shot(page, "entity-settings.png");
+}
+
+async function assistShots(page) {
+  // The Assist dialog over the demo house's overview, asked about the front
+  // door; the answer comes from the integration's agent (the preferred
+  // pipeline's, as scripts/develop sets it up) and the tiny model.
+  await page.goto(`${HA}/lovelace/0`);
+  await page.getByRole("button", { name: /^Assist/ }).first().click();
+  const input = page.getByRole("textbox").last();
+  await input.fill("is the front door locked?");
+  await input.press("Enter");
+  // The greeting, then the reply: it streams in once the model has read the
+  // prompt; wait until its text has stopped growing.
+  const reply = page.locator(".message.hass").nth(1);
+  await reply.waitFor();
+  let last = "";
+  for (let tries = 0; tries < 300; tries += 1) {
+    await page.waitForTimeout(2000);
+    // The text sits in the message's shadow roots, which innerText skips.
+    const text = await reply.evaluate((element) => {
+      const parts = [];
+      const walk = (node) => {
+        if (node.nodeType === Node.TEXT_NODE) parts.push(node.textContent);
+        if (node.shadowRoot) walk(node.shadowRoot);
+        for (const child of node.childNodes) walk(child);
+      };
+      walk(element);
+      return parts.join("").trim();
+    });
+    // While the reply streams, Home Assistant ends it with "…".
+    if (text && !text.endsWith("…") && !text.endsWith("...") && text === last) break;
+    last = text;
+  }
+  await shot(page, "assist-demo-house.png");
 }

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from homeassistant.components.homeassistant.exposed_entities import (
@@ -22,6 +25,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_REQUEST_TIMEOUT,
     DOMAIN,
 )
+from custom_components.ha_personal_assistant.i18n import Texts
 
 if TYPE_CHECKING:
     import pytest
@@ -41,6 +45,31 @@ EXPOSED = (
     "cover.kitchen_window",
 )
 HIDDEN = "light.ceiling_lights"
+TRANSLATIONS = Path(__file__).parent.parent / (
+    "custom_components/ha_personal_assistant/translations"
+)
+
+
+@cache
+def _messages(language: str) -> dict[str, str]:
+    data = json.loads((TRANSLATIONS / f"{language}.json").read_text("utf-8"))
+    return {key: value["message"] for key, value in data["exceptions"].items()}
+
+
+def fixed_text(key: str, language: str = "en", **placeholders: Any) -> str:
+    """Return one of the integration's fixed texts, as a user reads it."""
+    return _messages(language)[key].format(**placeholders)
+
+
+def texts(language: str = "en") -> Texts:
+    """Return the fixed texts of a language as HA loads them, without HA."""
+    return Texts(
+        language,
+        {
+            f"component.{DOMAIN}.exceptions.{key}.message": value
+            for key, value in _messages(language).items()
+        },
+    )
 
 
 async def async_setup_house(hass: HomeAssistant) -> None:

@@ -737,6 +737,10 @@ class FakeOllama:
             return self._error(404, f"model '{name}' not found")
         if "completion" not in model.capabilities:
             return self._error(400, f'"{name}" does not support chat')
+        if "vision" not in model.capabilities and any(
+            m.get("images") for m in body.get("messages") or []
+        ):
+            return self._error(400, f"{name} does not support images")
         if body.get("tools") and "tools" not in model.capabilities:
             return self._error(
                 400, f"registry.ollama.ai/library/{name} does not support tools"

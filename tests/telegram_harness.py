@@ -281,6 +281,16 @@ class FakeTelegramApi:
             host="api.telegram.org",
             path__regex=r"^/bot(?P<token>[^/]+)/(?P<method>\w+)$",
         ).mock(side_effect=self._handle)
+        # Files users sent, as Telegram keeps them: file_id -> content. getFile
+        # answers for these (and a small stub for any other id); the download
+        # URL ``/file/bot<token>/<file_path>`` serves them.
+        self.files: dict[str, bytes] = {}
+        self.downloads: list[str] = []
+        self.router.route(
+            scheme="https",
+            host="api.telegram.org",
+            path__regex=r"^/file/bot(?P<token>[^/]+)/(?P<file_path>.+)$",
+        ).mock(side_effect=self._download)
         self._started = False
 
     # -------------------------------------------------------------- lifecycle
@@ -556,16 +566,32 @@ class FakeTelegramApi:
             },
         }
 
-    @staticmethod
-    def _get_file(params: JsonDict) -> JsonDict:
+    def _get_file(self, params: JsonDict) -> JsonDict:
         """``getFile``."""
         file_id = str(params.get("file_id", ""))
         return {
             "file_id": file_id,
             "file_unique_id": f"u{abs(hash(file_id)) % 10**8}",
-            "file_size": 3,
+            "file_size": len(self.files.get(file_id, b"abc")),
             "file_path": f"documents/{file_id}.bin",
         }
+
+    def _download(
+        self,
+        _request: httpx.Request,
+        token: str,
+        file_path: str,
+    ) -> httpx.Response:
+        """A file's content, as ``https://api.telegram.org/file/bot...`` serves it."""
+        self.downloads.append(file_path)
+        if token != self.token:
+            return httpx.Response(401, json={"ok": False, "error_code": 401})
+        file_id = file_path.removeprefix("documents/").removesuffix(".bin")
+        if file_id not in self.files:
+            return httpx.Response(
+                404, json={"ok": False, "error_code": 404, "description": "Not Found"}
+            )
+        return httpx.Response(200, content=self.files[file_id])
 
 
 class BotApiError(Exception):
@@ -601,6 +627,8 @@ class TelegramHarness:
         # A MockConfigEntry; typed as its (typed) base class.
         self.bot_entry: ConfigEntry | None = None
         self.chat_ids: list[int] = []
+        # Telegram's language_code of each sender (default "en").
+        self.languages: dict[int, str] = {}
         self._client_factory = client_factory
         self._client: TestClient[Any, Any] | None = None
         self._update_ids = itertools.count(1)
@@ -833,7 +861,7 @@ class TelegramHarness:
             "is_bot": False,
             "first_name": first_name or KNOWN_USERS.get(user_id, "Alice"),
             "username": (first_name or KNOWN_USERS.get(user_id, "alice")).lower(),
-            "language_code": "en",
+            "language_code": self.languages.get(user_id, "en"),
         }
 
     def _message_json(
@@ -1106,6 +1134,96 @@ class TelegramHarness:
                 **payloads[kind],
             ),
         }
+
+
+def media_update(
+    harness: TelegramHarness,
+    kind: str,
+    content: bytes | None = None,
+    *,
+    chat_id: int = 111111111,
+    user_id: int | None = None,
+    caption: str | None = None,
+    file_name: str | None = None,
+    mime_type: str | None = None,
+    file_size: int | None = None,
+) -> JsonDict:
+    """Build an Update with a voice note, audio, photo, document, video or animation.
+
+    ``content`` is stored as the file Telegram keeps (getFile and the
+    download serve it); ``file_size`` defaults to its length.
+    """
+    file_id = f"{kind}-{next(harness._update_ids)}"
+    if content is not None:
+        harness.api.files[file_id] = content
+    size = file_size if file_size is not None else len(content or b"")
+    common: JsonDict = {
+        "file_id": file_id,
+        "file_unique_id": f"u{file_id}",
+        "file_size": size,
+    }
+    payload: JsonDict
+    if kind == "voice":
+        payload = {
+            "voice": {**common, "duration": 2, "mime_type": mime_type or "audio/ogg"}
+        }
+    elif kind == "audio":
+        payload = {
+            "audio": {
+                **common,
+                "duration": 2,
+                "mime_type": mime_type or "audio/mpeg",
+                "file_name": file_name or "memo.mp3",
+            }
+        }
+    elif kind == "photo":
+        payload = {
+            "photo": [
+                {**common, "file_id": f"{file_id}-small", "width": 90, "height": 90},
+                {**common, "width": 800, "height": 600},
+            ]
+        }
+    elif kind == "document":
+        payload = {
+            "document": {
+                **common,
+                "file_name": file_name or "notes.txt",
+                "mime_type": mime_type or "text/plain",
+            }
+        }
+    elif kind == "video":
+        payload = {
+            "video": {
+                **common,
+                "width": 640,
+                "height": 480,
+                "duration": 3,
+                "mime_type": "video/mp4",
+            }
+        }
+    elif kind == "animation":
+        animation = {
+            **common,
+            "width": 320,
+            "height": 240,
+            "duration": 2,
+            "file_name": "funny.mp4",
+            "mime_type": "video/mp4",
+        }
+        # Telegram sends an animation also as a document.
+        payload = {"animation": animation, "document": dict(animation)}
+    else:
+        msg = f"unknown kind {kind!r}"
+        raise ValueError(msg)
+    if caption is not None:
+        payload["caption"] = caption
+    user = _default_user(chat_id, user_id)
+    return {
+        "update_id": next(harness._update_ids),
+        "message": harness._message_json(
+            chat_id, user, first_name=None, message_id=None, chat_type=None, **payload
+        ),
+    }
 
 
 def _default_user(chat_id: int, user_id: int | None) -> int:

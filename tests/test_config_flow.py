@@ -61,6 +61,9 @@ DEFAULT_OPTIONS = {
     "web_search": True,
     "allowed_user_ids": [],
     "user_mapping": {},
+    "stt_engine": "",
+    "voice_replies": False,
+    "vision_model": "",
 }
 
 # What /api/tags and /api/show answer, trimmed to the fields we read.
@@ -492,17 +495,20 @@ async def test_old_ollama_without_capabilities_accepts_the_choice(
     assert result["type"] is FlowResultType.CREATE_ENTRY
 
 
-@pytest.mark.parametrize(
-    "url", [OLLAMA_URL, f"{OLLAMA_URL}/", "HTTP://192.168.1.10:11434/api/"]
-)
-async def test_same_server_twice_aborts(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, url: str
+async def test_a_second_entry_is_refused_whatever_the_server(
+    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
 ) -> None:
-    """A server already set up aborts, however its URL is spelled."""
+    """One entry answers Telegram: a second is refused before any question.
+
+    Whatever the URL (the same server as ``localhost``, ``127.0.0.1`` or
+    another server): the existing entry's Reconfigure changes it.
+    """
     add_entry(hass)
-    result = await submit_url(hass, url)
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
     assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "already_configured"
+    assert result["reason"] == "single_instance_allowed"
     assert aioclient_mock.call_count == 0
 
 
@@ -662,6 +668,9 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "allowed_user_ids": [],
         "user_mapping": {},
         "blocked_services": ["lock.unlock"],
+        "stt_engine": "",
+        "voice_replies": False,
+        "vision_model": "",
     }
     assert isinstance(entry.options["confirmation_timeout"], int)
 
@@ -1310,3 +1319,34 @@ def test_repair_strings_exist() -> None:
         assert set(section["data_description"]) == {field}
     assert "invalid_service" in strings["options"]["error"]
     assert "[%key:" not in json.dumps(strings)
+
+
+async def test_voice_and_photo_options_are_saved_and_can_be_emptied(
+    hass: HomeAssistant,
+    mock_setup_entry: AsyncMock,
+) -> None:
+    """stt_engine, voice_replies and vision_model; an emptied field clears it.
+
+    Saving reloads the entry: its setup is mocked (no server to probe).
+    """
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"],
+        {
+            "stt_engine": "stt.whisper",
+            "voice_replies": True,
+            "vision_model": " llava:7b ",
+        },
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["stt_engine"] == "stt.whisper"
+    assert entry.options["voice_replies"] is True
+    assert entry.options["vision_model"] == "llava:7b"
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"voice_replies": False}
+    )
+    assert entry.options["stt_engine"] == ""
+    assert entry.options["vision_model"] == ""
+    assert entry.options["voice_replies"] is False

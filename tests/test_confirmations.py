@@ -329,7 +329,9 @@ async def test_actions_lists_the_senders_decisions(
     assert lines[0] == "Your recent actions:"
     assert lines[1].endswith("lock.unlock lock.front_door: confirmed, executed")
     assert lines[2].endswith("lock.unlock lock.front_door: requested, pending")
-    assert lines[3].endswith("light.turn_on light.bed_light: not_needed, executed")
+    assert lines[3].endswith(
+        "light.turn_on light.bed_light: no confirmation needed, executed"
+    )
     assert "Unlock the front door" not in sent[-1]["text"]
 
 

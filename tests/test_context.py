@@ -21,9 +21,9 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
-from custom_components.ha_personal_assistant.assistant import Speaker
 from custom_components.ha_personal_assistant.const import CONF_NUM_CTX, DOMAIN
 from custom_components.ha_personal_assistant.context import Budget
+from custom_components.ha_personal_assistant.models import Speaker
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
 
 from .common import async_setup_assistant, async_setup_house, last_user_content
@@ -177,6 +177,39 @@ async def test_twelve_long_turns_with_300_entities_always_fit_num_ctx(
     assert any(line.startswith("light.kitchen_lights |") for line in lines)
     assert not any(line.startswith("sensor.zigbee_probe_") for line in lines)
     assert any(line.endswith("more: use list_entities)") for line in lines)
+
+
+def _add_lights(hass: HomeAssistant, count: int) -> None:
+    """Expose many lights, each with "light" in its name, half of them on."""
+    for index in range(count):
+        entity_id = f"light.room_{index:03d}"
+        hass.states.async_set(
+            entity_id,
+            "on" if index % 2 else "off",
+            {"friendly_name": f"Room {index:03d} light"},
+        )
+        async_expose_entity(hass, "conversation", entity_id, True)
+
+
+async def test_a_word_that_fits_many_entities_alike_brings_no_state_lines(
+    hass: HomeAssistant,
+    big_house: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Asked which lights are on among 60 lights: list_entities answers, not ten."""
+    _add_lights(hass, 60)
+    await hass.async_block_till_done()
+    await _ask(telegram, "Which lights are still on?")
+    lines = _context_lines(fake_ollama.last_chat_request)
+    assert not any(line.startswith("light.") for line in lines)
+    assert any(line.endswith("more: use list_entities)") for line in lines)
+    # A message that names one of them still gets its state line.
+    await _ask(telegram, "Is the Room 017 light on?")
+    lines = _context_lines(fake_ollama.last_chat_request)
+    assert [line for line in lines if line.startswith("light.")] == [
+        "light.room_017 | Room 017 light | on"
+    ]
 
 
 async def test_a_german_message_finds_the_entity_in_the_kueche_area(
@@ -385,7 +418,7 @@ async def test_untrusted_documents_are_cut_first_in_a_small_window(
     """With num_ctx 4096 and long chunks, requests fit and the message stays whole."""
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
-    long_text = "The heat pump defrosts below three degrees. " * 15
+    long_text = "The heat pump defrosts below three degrees. " * 10
     entry.runtime_data.assistant.documents = Documents(
         [
             Hit(f"Manual {i}", long_text, 0.9 - i / 100, "add_document", False)

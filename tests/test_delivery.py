@@ -19,7 +19,7 @@ import pytest
 from homeassistant.helpers import issue_registry as ir
 
 from custom_components.ha_personal_assistant import telegram as telegram_module
-from custom_components.ha_personal_assistant.const import DOMAIN
+from custom_components.ha_personal_assistant.const import CONF_NUM_PREDICT, DOMAIN
 
 from .common import async_setup_assistant, async_setup_house, errors_logged
 from .telegram_harness import (
@@ -61,9 +61,10 @@ def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 async def assistant(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> MockConfigEntry:
-    """The house, the bot and the assistant."""
+    """The house, the bot and the assistant (room for replies of several parts)."""
     await async_setup_house(hass)
-    return await async_setup_assistant(hass, fake_ollama)
+    # The fake Ollama stops at num_predict words, as a real model would.
+    return await async_setup_assistant(hass, fake_ollama, **{CONF_NUM_PREDICT: 4096})
 
 
 def _warnings(caplog: pytest.LogCaptureFixture, text: str) -> int:
@@ -164,6 +165,12 @@ async def test_the_parts_of_a_long_reply_arrive_in_order_once(
     fake_ollama: FakeOllama,
 ) -> None:
     """A part refused on the way is sent again; the parts after it wait for it."""
+    # Room for the whole answer: the fake Ollama stops at num_predict words.
+    hass.config_entries.async_update_entry(
+        assistant, options={**assistant.options, CONF_NUM_PREDICT: 4096}
+    )
+    assert await hass.config_entries.async_reload(assistant.entry_id)
+    await hass.async_block_till_done()
     paragraphs = [
         f"Part {n}: " + ("word " * (TELEGRAM_MESSAGE_LIMIT // 5 - 4)).strip()
         for n in range(3)

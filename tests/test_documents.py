@@ -504,18 +504,33 @@ async def test_a_changed_embedding_model_re_embeds_everything(
     ]
 
 
-async def test_without_sqlite_vec_numpy_searches_and_a_repair_says_so(
+async def test_without_sqlite_vec_numpy_searches_and_the_log_says_why(
     hass: HomeAssistant,
     house: None,
     fake_ollama: FakeOllama,
     monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """As on HA OS (musl, no sqlite-vec wheel): a repair issue, and search works."""
+    """As on HA OS (musl, no sqlite-vec wheel): search works, no repair asks to act."""
+    # An issue an older version raised for this goes at the first start.
+    ir.async_create_issue(
+        hass,
+        DOMAIN,
+        "vector_extension_unavailable",
+        is_fixable=False,
+        severity=ir.IssueSeverity.WARNING,
+        translation_key="vector_extension_unavailable",
+    )
     monkeypatch.setitem(sys.modules, "sqlite_vec", None)
+    caplog.set_level(logging.INFO, logger="custom_components.ha_personal_assistant")
     entry = await async_setup_documents(hass, fake_ollama)
-    issue = ir.async_get(hass).async_get_issue(DOMAIN, "vector_extension_unavailable")
-    assert issue is not None
-    assert "sqlite-vec is not installed" in issue.translation_placeholders["reason"]
+    assert not [
+        issue
+        for (domain, _), issue in ir.async_get(hass).issues.items()
+        if domain == DOMAIN
+    ]
+    assert "Document search uses numpy, not sqlite-vec" in caplog.text
+    assert "sqlite-vec is not installed" in caplog.text
     await add_document(hass, "Boiler", BOILER)
     await add_document(hass, "Bikes", BIKES)
     index = index_of(entry)

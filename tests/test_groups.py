@@ -28,12 +28,10 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.security.people import (
     ACTING_USER_NAME,
-    NOT_KNOWN_DECISION,
-    NOT_KNOWN_REPLY,
     acting_user_id,
 )
 
-from .common import async_setup_assistant, async_setup_house, tool_results
+from .common import async_setup_assistant, async_setup_house, fixed_text, tool_results
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID, MALLORY_ID
 
 if TYPE_CHECKING:
@@ -44,6 +42,8 @@ if TYPE_CHECKING:
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
+NOT_KNOWN_DECISION = fixed_text("not_known_decision")
+NOT_KNOWN_REPLY = fixed_text("not_known_reply")
 # Members of the group whose private chats telegram_bot does not allow.
 CAROL_ID: Final = 333333333
 DAVE_ID: Final = 444444444
@@ -174,6 +174,15 @@ def entry_pending(hass: HomeAssistant) -> int:
     return int(states[0].state)
 
 
+async def wait_pending(hass: HomeAssistant, count: int) -> None:
+    """Wait until the sensor shows ``count`` (it counts in the executor)."""
+    for _ in range(250):
+        if entry_pending(hass) == count:
+            return
+        await asyncio.sleep(0.02)
+    assert entry_pending(hass) == count
+
+
 async def test_a_stranger_cannot_confirm_or_cancel_a_known_persons_unlock(
     hass: HomeAssistant,
     telegram: TelegramHarness,
@@ -189,7 +198,7 @@ async def test_a_stranger_cannot_confirm_or_cancel_a_known_persons_unlock(
     request = await _ask_to_unlock(telegram, fake_ollama, ALICE_ID)
     confirm_data = _buttons(request)[0][1]
     cancel_data = _buttons(request)[1][1]
-    assert entry_pending(hass) == 1
+    await wait_pending(hass, 1)
 
     await telegram.press_button(
         confirm_data,

@@ -15,18 +15,19 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     async_fire_time_changed,
 )
 
-from custom_components.ha_personal_assistant.agent.prompts import (
-    REPLY_INTERNAL_ERROR,
-    REPLY_STORAGE_UNAVAILABLE,
-)
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
     MAX_CONCURRENT_MODEL_CALLS,
     STORAGE_DIR,
 )
-from custom_components.ha_personal_assistant.store import retention
+from custom_components.ha_personal_assistant.store import database as store_database
 
-from .common import async_setup_assistant, async_setup_house, last_user_content
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    fixed_text,
+    last_user_content,
+)
 from .fake_ollama import text_reply
 from .telegram_harness import ALICE_ID, BOB_ID
 
@@ -103,8 +104,8 @@ async def test_five_users_at_once_each_get_their_replies_in_order(
         assert texts == [f"Echo: u{user} m{n}" for n in range(MESSAGES)]
     everything = [m["text"] for m in telegram.sent_messages()]
     assert len(everything) == len(USERS) * MESSAGES
-    assert REPLY_INTERNAL_ERROR not in everything
-    assert REPLY_STORAGE_UNAVAILABLE not in everything
+    assert fixed_text("internal_error") not in everything
+    assert fixed_text("storage_unavailable") not in everything
     assert not any("locked" in text for text in everything)
     assert "database is locked" not in caplog.text
     assert not [
@@ -185,7 +186,9 @@ async def test_one_chat_in_order_and_other_chats_in_parallel_within_two_slots(
     # later; one after the other they would start three model times apart.
     starts = sorted(started.values())
     assert starts[2] - starts[0] >= SLOW
-    assert starts[3] - starts[0] < 2 * SLOW
+    # Two model times plus slack for a loaded machine; one after the other
+    # would be three.
+    assert starts[3] - starts[0] < 2.5 * SLOW
     assert elapsed >= 2 * SLOW
 
 
@@ -210,7 +213,7 @@ async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On the schedule: ended threads, month-old sessions and old logs go."""
-    monkeypatch.setattr(retention, "VACUUM_MIN_FREE_PAGES", 4)
+    monkeypatch.setattr(store_database, "VACUUM_MIN_FREE_PAGES", 4)
     fake_ollama.default = _echo
     await async_setup_house(hass)
     entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)

@@ -28,11 +28,6 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 from custom_components.ha_personal_assistant import scheduler as scheduler_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
-from custom_components.ha_personal_assistant.assistant import (
-    Interaction,
-    Speaker,
-    TurnResult,
-)
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_USER_MAPPING,
@@ -41,28 +36,32 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.memory import learner as learner_module
-from custom_components.ha_personal_assistant.memory import store
 from custom_components.ha_personal_assistant.memory.learner import (
     LEARNING_PROMPT,
     Learner,
     parse_learned,
 )
 from custom_components.ha_personal_assistant.memory.profile import (
-    REPLY_NO_MEMORY,
     LearnedFact,
     ProfileMemory,
     async_memory_command,
     parse_category,
 )
-from custom_components.ha_personal_assistant.memory.store import Category
 from custom_components.ha_personal_assistant.memory.text import (
     closeness,
     is_update,
     near_identical,
 )
+from custom_components.ha_personal_assistant.models import (
+    Interaction,
+    Speaker,
+    TurnResult,
+)
 from custom_components.ha_personal_assistant.scheduler import ModelScheduler
 from custom_components.ha_personal_assistant.security.firewall import check_text
+from custom_components.ha_personal_assistant.store import profile as store
 from custom_components.ha_personal_assistant.store.database import Database
+from custom_components.ha_personal_assistant.store.profile import Category
 from custom_components.ha_personal_assistant.tokens import TokenCounter
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tools.registry import (
@@ -70,7 +69,13 @@ from custom_components.ha_personal_assistant.tools.registry import (
     ToolRegistry,
 )
 
-from .common import async_setup_assistant, async_setup_house, tool_results
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    fixed_text,
+    texts,
+    tool_results,
+)
 from .fake_ollama import OllamaReply, tool_call_reply
 from .telegram_harness import ALICE_ID, BOB_ID
 
@@ -382,7 +387,9 @@ async def test_facts_that_are_instructions_or_secrets_are_refused(
     """The model is told why, and nothing reaches the profile."""
     script.remember(fact, reply="I can't remember that.")
     await say(telegram, f"remember this: {fact}")
-    result = tool_results(turn_requests(fake_ollama)[-1])[-1]
+    # The remember call, then the request that carries its result.
+    await fake_ollama.wait_for_chat_requests(2)
+    result = tool_results(turn_requests(fake_ollama)[1])[-1]
     assert result.startswith("Error: Refused:")
     assert reason in result
     assert await export(hass, ALICE) == []
@@ -394,7 +401,15 @@ async def test_memory_writes_are_refused_in_a_tainted_turn(
     """Once untrusted text entered a turn, remember and forget do nothing."""
     runtime = assistant.runtime_data
     registry = runtime.assistant.registry
-    assert registry.names[-2:] == ["remember", "forget"]
+    # remember and forget, then the task tools (a fixed order).
+    assert registry.names[-6:] == [
+        "remember",
+        "forget",
+        "schedule",
+        "watch",
+        "list_tasks",
+        "cancel_task",
+    ]
     assert registry.get("remember").writes_memory
     assert not registry.get("get_state").writes_memory
 
@@ -795,7 +810,8 @@ async def test_a_full_profile_refuses_more(
 
 async def test_profile_commands_without_a_memory() -> None:
     """A gateway without the profile store says so instead of failing."""
-    assert await async_memory_command(None, ALICE, "/memory", "") == REPLY_NO_MEMORY
+    reply = await async_memory_command(None, ALICE, "/memory", "", texts())
+    assert reply == fixed_text("memory_unavailable")
 
 
 @pytest.mark.parametrize(
@@ -983,7 +999,9 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
     assert await contents(memory) == [("Likes jazz", "inferred", 0.4)]
     assert await contents(memory, BOB) == []
 
-    # A cleared profile takes its waiting turns along: no call is made.
+    # A cleared profile takes its waiting turns along: no call is made (a
+    # reply just went out, so the turn waits for quiet while it is cleared).
+    assistant.scheduler.reply_sent()
     await learner.async_after_reply(_interaction(BOB, "I like opera"))
     await memory.async_clear(BOB)
     await asyncio.sleep(0.4)

@@ -7,6 +7,7 @@ langchain-openai's ChatOpenAI talk to it over real HTTP on loopback.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import json
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_BASE_URL,
     CONF_MODEL,
     CONF_REQUEST_TIMEOUT,
+    CONF_VISION_MODEL,
     DOMAIN,
 )
 from custom_components.ha_personal_assistant.diagnostics import (
@@ -39,8 +41,8 @@ from custom_components.ha_personal_assistant.model_server import (
 )
 from custom_components.ha_personal_assistant.monitor import ModelStatus
 
-from .common import MODEL, async_setup_assistant, async_setup_house
-from .telegram_harness import ALICE_ID
+from .common import MODEL, async_setup_assistant, async_setup_house, fixed_text
+from .telegram_harness import ALICE_ID, media_update
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -680,3 +682,83 @@ async def test_the_fake_embeds_in_base64_as_the_client_asks_by_default(
     await client.close()
     expected = fake_openai.embedding_for("boiler service")
     assert response.data[0].embedding == pytest.approx(expected, rel=1e-5)
+
+
+# -------------------------------------------------------------------- photos
+
+VISION = "gemma3:12b"
+JPEG = b"\xff\xd8\xff\xe0fake jpeg of a label\xff\xd9"
+
+
+async def test_a_photo_goes_as_an_image_part_through_the_openai_api(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_openai: FakeOpenAI
+) -> None:
+    """The vision model gets the photo as a data: URL image part of the message."""
+    fake_openai.add_model(VISION, ["completion", "tools"])
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_openai, **{CONF_VISION_MODEL: VISION})
+    fake_openai.reply("That is a 10 A fuse.")
+    update = media_update(telegram, "photo", JPEG, caption="What fuse is this?")
+    assert await telegram.post_update(update) == 200
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == "That is a 10 A fuse."
+    [request] = fake_openai.openai_requests
+    assert request["model"] == VISION
+    assert request["tools"]
+    parts = request["messages"][-1]["content"]
+    image = base64.b64encode(JPEG).decode()
+    assert {
+        "type": "image_url",
+        "image_url": {"url": f"data:image/jpeg;base64,{image}"},
+    } in parts
+    assert any(
+        "What fuse is this?" in part["text"] for part in parts if part["type"] == "text"
+    )
+    # The next message goes to the chat model, as plain text.
+    fake_openai.reply("You're welcome.")
+    await telegram.send_text("Thanks")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    last = fake_openai.openai_requests[-1]
+    assert last["model"] == MODEL
+    assert all(
+        isinstance(message["content"], str) or message["role"] != "user"
+        for message in last["messages"]
+    )
+
+
+async def test_a_vision_model_the_server_does_not_serve_is_explained(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_openai: FakeOpenAI
+) -> None:
+    """The reply names the model server, not Ollama; nothing is downloaded."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_openai, **{CONF_VISION_MODEL: VISION})
+    await telegram.post_update(media_update(telegram, "photo", JPEG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("vision_missing_openai", model=VISION)
+    assert "Ollama" not in sent[-1]["text"]
+    assert not fake_openai.openai_requests
+    assert not telegram.api.downloads
+
+
+async def test_without_a_vision_model_a_photo_gets_the_servers_how_to(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_openai: FakeOpenAI
+) -> None:
+    """The how-to speaks of the model server's vision models."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_openai)
+    await telegram.post_update(media_update(telegram, "photo", JPEG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("photo_no_vision_openai")
+    assert not fake_openai.openai_requests
+
+
+async def test_a_chat_model_the_server_does_not_serve_is_explained(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_openai: FakeOpenAI
+) -> None:
+    """A 404 from the server: the reply names the model server, not Ollama."""
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_openai)
+    del fake_openai.models[MODEL]
+    await telegram.send_text("Hello")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("model_missing_openai", model=MODEL)

@@ -23,11 +23,10 @@ from custom_components.ha_personal_assistant.agent.prompts import (
     FEEDBACK_ECHO,
     FEEDBACK_JSON_DUMP,
     FEEDBACK_TEXT_TOOL_CALL,
-    REPLY_UNUSABLE,
 )
 from custom_components.ha_personal_assistant.const import DOMAIN
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, fixed_text
 from .junk_replies import GOOD, JUNK, JUNK_IDS
 from .telegram_harness import ALICE_ID, GROUP_ID
 
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from .telegram_harness import TelegramHarness
 
 ANSWER = "The kitchen lights are on."
+REPLY_UNUSABLE = fixed_text("unusable")
 CORRECTIONS = (FEEDBACK_TEXT_TOOL_CALL, FEEDBACK_JSON_DUMP, FEEDBACK_ECHO)
 PIECES = 8
 PIECE_DELAY = 0.04

@@ -178,9 +178,11 @@ async def test_the_conversation_survives_a_reload(
     fake_ollama.reply("Tom.")
     await telegram.send_text("What is my cat called?")
     await telegram.wait_for_sent(2)
-    contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
-    assert any(c.startswith("My cat is called Tom") for c in contents)
-    assert "Nice to meet you, Tom's owner." in contents
+    messages = fake_ollama.chat_requests[-1]["messages"]
+    contents = [m["content"] for m in messages]
+    seen = [(m["role"], m["content"][-80:]) for m in messages[1:]]
+    assert any(c.startswith("My cat is called Tom") for c in contents), seen
+    assert "Nice to meet you, Tom's owner." in contents, seen
 
 
 async def test_a_missing_model_still_loads_and_explains_itself(

@@ -15,17 +15,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from custom_components.ha_personal_assistant.agent.prompts import (
-    REPLY_CUT_AT_LIMIT,
-    REPLY_TIMEOUT,
-)
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_NUM_PREDICT,
     CONF_REQUEST_TIMEOUT,
 )
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, fixed_text
 from .fake_ollama import text_reply
 from .telegram_harness import ALICE_ID
 
@@ -36,6 +32,8 @@ if TYPE_CHECKING:
     from .telegram_harness import TelegramHarness
 
 SILENCE = 1.0
+REPLY_CUT_AT_LIMIT = fixed_text("cut_at_limit")
+REPLY_TIMEOUT = fixed_text("model_timeout")
 
 
 @pytest.fixture

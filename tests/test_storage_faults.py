@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Self
 import pytest
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import EVENT_CALL_SERVICE
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     async_fire_time_changed,
@@ -377,6 +379,45 @@ async def test_a_damaged_file_is_moved_aside_recreated_and_reported(
     else:
         assert "Done" not in reply["text"]
 
+    # The repair asks what becomes of the damaged copy; "delete" removes it.
+    assert issue.is_fixable
+    assert await async_setup_component(hass, "repairs", {})
+    flows = hass.data["repairs"]["flow_manager"]
+    step = await flows.async_init(DOMAIN, data={"issue_id": issue_id})
+    assert step["type"] is FlowResultType.MENU
+    assert step["menu_options"] == ["delete", "keep"]
+    assert step["description_placeholders"] == {"path": str(asides[0])}
+    done = await flows.async_configure(step["flow_id"], {"next_step_id": "delete"})
+    assert done["type"] is FlowResultType.CREATE_ENTRY
+    assert not await hass.async_add_executor_job(asides[0].exists)
+    assert _issue(hass, issue_id) is None
+    # The fresh file is untouched.
+    assert await hass.async_add_executor_job(path.exists)
+
+
+async def test_a_kept_damaged_copy_stays_and_the_issue_goes(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Keep: the copy stays for the user to inspect; the issue is solved."""
+    entry = await _start(hass, fake_ollama, telegram)
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    path = _path(hass, "database")
+    await hass.async_add_executor_job(_garbage, path)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    (aside,) = await hass.async_add_executor_job(
+        lambda: list(path.parent.glob(f"{path.name}.corrupt-*"))
+    )
+    assert await async_setup_component(hass, "repairs", {})
+    flows = hass.data["repairs"]["flow_manager"]
+    step = await flows.async_init(DOMAIN, data={"issue_id": "database_recreated"})
+    done = await flows.async_configure(step["flow_id"], {"next_step_id": "keep"})
+    assert done["type"] is FlowResultType.CREATE_ENTRY
+    assert await hass.async_add_executor_job(aside.exists)
+    assert _issue(hass, "database_recreated") is None
+
 
 @pytest.mark.usefixtures("short_deadlines")
 async def test_a_database_locked_at_startup_is_kept_and_used(
@@ -419,7 +460,7 @@ async def test_storage_busy_at_setup_retries_and_then_loads(
     path = _path(hass, "database")
     # The database as the previous version left it: one migration to go.
     with closing(sqlite3.connect(path)) as conn:
-        conn.execute("DROP TABLE telegram_in_flight")
+        conn.execute("DROP TABLE tasks")
         conn.execute(f"PRAGMA user_version = {db_module.SCHEMA_VERSION - 1}")
         conn.commit()
     # Give up on the lock within a fraction of a second instead of ten.

@@ -32,7 +32,7 @@ from homeassistant.const import EVENT_CALL_SERVICE
 from homeassistant.core import callback
 from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 
-from custom_components.ha_personal_assistant.assistant import Speaker
+from custom_components.ha_personal_assistant.models import Speaker
 from custom_components.ha_personal_assistant.tools import web
 
 from .common import async_setup_assistant

@@ -17,6 +17,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_REQUEST_TIMEOUT,
     DOMAIN,
 )
+from custom_components.ha_personal_assistant.tasks.tools import task_tools
 from custom_components.ha_personal_assistant.tools.documents import document_tools
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
 from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
@@ -42,6 +43,10 @@ ALL_TOOLS = (
     "search_documents",
     "remember",
     "forget",
+    "schedule",
+    "watch",
+    "list_tasks",
+    "cancel_task",
 )
 
 
@@ -53,6 +58,7 @@ def _specs() -> list[ToolSpec]:
         *web_tools(None),  # type: ignore[arg-type]
         *document_tools(None),  # type: ignore[arg-type]
         *memory_tools(None),  # type: ignore[arg-type]
+        *task_tools(None),  # type: ignore[arg-type]
     ]
 
 

@@ -170,7 +170,7 @@ def free_port() -> int:
 class LlamaServer:
     """One llama-server process: one slot, no host-RAM prompt cache."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - all but the binary and model are keywords
         self,
         binary: Path,
         model: Path,
@@ -178,9 +178,10 @@ class LlamaServer:
         context: int = CONTEXT,
         threads: int = 1,
         log: Path,
+        port: int | None = None,
     ) -> None:
-        """Prepare the command; :meth:`start` runs it."""
-        self.port = free_port()
+        """Prepare the command (on ``port``, else a free one); :meth:`start` runs it."""
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.args = [
@@ -206,8 +207,20 @@ class LlamaServer:
             self._process = subprocess.Popen(
                 self.args, stdout=log, stderr=subprocess.STDOUT
             )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            # Whatever went wrong (a timeout, an exit, an error raised in
+            # the caller's thread), no server is left running behind it.
+            self.stop()
+            raise
+
+    def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self._process is None:
+                msg = "llama-server was stopped while starting"
+                raise RuntimeError(msg)
             if self._process.poll() is not None:
                 msg = (
                     f"llama-server exited ({self._process.returncode}); see {self.log}"
@@ -220,7 +233,6 @@ class LlamaServer:
                 if json.loads(answer.read()).get("status") == "ok":
                     return
             time.sleep(0.2)
-        self.stop()
         msg = f"llama-server did not become ready in {timeout:.0f} s; see {self.log}"
         raise RuntimeError(msg)
 

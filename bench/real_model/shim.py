@@ -251,8 +251,8 @@ class OllamaShim:
             raise RuntimeError(msg)
         return f"http://127.0.0.1:{self._port}"
 
-    async def start(self) -> str:
-        """Serve on a free port of 127.0.0.1; return the URL."""
+    async def start(self, port: int = 0) -> str:
+        """Serve on ``port`` of 127.0.0.1 (0: a free one); return the URL."""
         self._session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=None, sock_read=900),
             # A new connection per request: llama-server closes idle kept-alive
@@ -274,7 +274,7 @@ class OllamaShim:
             app, handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
         return self.url

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Final
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
 from homeassistant.exceptions import ConfigEntryAuthFailed, ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
-from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.importlib import async_import_module
 
 from .backends import async_create_backend
@@ -21,9 +20,14 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
+from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
-from .repairs import async_check_policy, async_delete_policy_issue
+from .repairs import (
+    async_check_policy,
+    async_delete_policy_issue,
+    async_raise_damaged_file_issue,
+)
 from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .services import async_setup_services
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
-PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR]
+PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR, Platform.TODO]
 # HA waits about 30 s for stop listeners; ours finish well within that.
 SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
@@ -106,15 +110,7 @@ async def async_setup_entry(
         ("database_recreated", storage.database.recreated_from),
     ):
         if aside is not None:
-            ir.async_create_issue(
-                hass,
-                DOMAIN,
-                key,
-                is_fixable=False,
-                severity=ir.IssueSeverity.WARNING,
-                translation_key=key,
-                translation_placeholders={"path": str(aside)},
-            )
+            async_raise_damaged_file_issue(hass, key, aside)
     try:
         data = await runtime.async_build(hass, entry, storage, backend)
     except BaseException:
@@ -127,6 +123,9 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     data.gateway.async_start()
+    if data.tasks is not None:
+        # Armed once Home Assistant has started (the entities they watch).
+        data.tasks.async_start()
 
     async def _async_on_stop(_event: Event) -> None:
         # HA does not unload entries when it stops: end the turns in flight
@@ -135,6 +134,8 @@ async def async_setup_entry(
         try:
             async with asyncio.timeout(SHUTDOWN_TIMEOUT):
                 await data.gateway.async_stop()
+                if data.tasks is not None:
+                    await data.tasks.async_stop()
                 await async_shutdown_storage(hass)
         except TimeoutError:
             LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
@@ -153,6 +154,13 @@ async def async_unload_entry(
     if not await hass.config_entries.async_unload_platforms(entry, PLATFORMS):
         return False
     await entry.runtime_data.gateway.async_stop()
+    if (tasks := entry.runtime_data.tasks) is not None:
+        # Firings write to the database: ended before it closes.
+        await tasks.async_stop()
+    # Files on their way in or out: none is left behind.
+    await entry.runtime_data.storage.executor.run(
+        remove_transfer_dir, transfer_dir(hass)
+    )
     # Pruning, after-reply work (history, summaries, learning) writes to the
     # storage: end it before it closes. Work that ends may start more (a
     # learned turn starts the learner): cancelled in the next round.

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 from homeassistant.core import callback
@@ -22,16 +20,7 @@ from .agent.graph import (
     new_turn_id,
     partial_text,
 )
-from .agent.prompts import (
-    REPLY_GAVE_UP,
-    REPLY_INTERNAL_ERROR,
-    REPLY_MODEL_ERROR,
-    REPLY_MODEL_MISSING,
-    REPLY_TIMEOUT,
-    REPLY_TOO_MANY_STEPS,
-    REPLY_UNREACHABLE,
-    SYSTEM_PROMPT,
-)
+from .agent.prompts import SYSTEM_PROMPT
 from .backends import OllamaBackend
 from .const import LOGGER, RECURSION_LIMIT
 from .context import (
@@ -48,7 +37,16 @@ from .context import (
     describe_moment,
     fence_chunks,
 )
-from .model_server import Failure
+from .i18n import Texts, async_texts
+from .model_server import Backend, Failure
+from .models import (
+    AfterReply,
+    DocumentSource,
+    Interaction,
+    MemorySource,
+    Speaker,
+    TurnResult,
+)
 from .ollama_api import url_without_credentials
 from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
@@ -64,7 +62,7 @@ from .tokens import (
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Coroutine, Sequence
 
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
@@ -72,9 +70,9 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from .executor import BlockingExecutor
-    from .history import HistoryKeeper
     from .model_server import ModelBackend
-    from .security.permissions import Policy, Verdict
+    from .security.permissions import Policy
+    from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
     from .tools.registry import ToolRegistry
@@ -85,104 +83,6 @@ AUTO_CONTEXT_HITS: Final = 5
 AUTO_CONTEXT_MIN_SCORE: Final = 0.45
 # Characters a profile token takes at most (the profile is read by characters).
 PROFILE_CHARS_PER_TOKEN: Final = 4
-
-
-@dataclass(frozen=True, slots=True)
-class Speaker:
-    """Who wrote the message, and as which HA user they act."""
-
-    person: str
-    name: str | None
-    ha_user_id: str | None
-    chat_id: int | None = None
-    # A known person (security/people.py): may change state and memory. The
-    # Telegram gateway decides it for every update; Assist users are HA users.
-    may_act: bool = True
-
-    @property
-    def profile_key(self) -> str:
-        """Return whose profile this is: the mapped HA user, else the Telegram user."""
-        return f"ha:{self.ha_user_id}" if self.ha_user_id else self.person
-
-
-@dataclass(frozen=True, slots=True)
-class Interaction:
-    """A finished turn, handed to background work after the reply went out."""
-
-    conversation_key: str
-    session_id: int
-    thread_id: str
-    speaker: Speaker
-    user_text: str
-    reply: str
-    # Untrusted text was in the prompt: nothing may be learned from the turn.
-    tainted: bool
-    turn_id: str = ""
-    # How full the session's history is, as a share of its room (a background
-    # summary is written past SUMMARIZE_AT, ready for the next trim), and
-    # how many tokens of it may stay after that trim.
-    history_pressure: float = 0.0
-    history_target: int = 0
-
-
-type AfterReply = Callable[[Interaction], Coroutine[Any, Any, None]]
-
-
-class MemorySource(Protocol):
-    """What the assistant asks of the profile store for each turn."""
-
-    async def async_context(self, person: str, text: str, max_chars: int) -> str:
-        """Return the person's profile entries relevant to ``text``."""
-        ...
-
-
-class DocumentHitLike(Protocol):
-    """A retrieved chunk, as the document index returns it."""
-
-    @property
-    def title(self) -> str:
-        """Return the document's title."""
-        ...
-
-    @property
-    def content(self) -> str:
-        """Return the chunk's text."""
-        ...
-
-    @property
-    def score(self) -> float:
-        """Return the similarity to the query, 0 to 1."""
-        ...
-
-    @property
-    def trusted(self) -> bool:
-        """Tell whether the house wrote it (HA knowledge) rather than outsiders."""
-        ...
-
-
-class DocumentSource(Protocol):
-    """What the assistant asks of the document index for each turn."""
-
-    async def async_search(self, query: str, k: int = 5) -> Sequence[DocumentHitLike]:
-        """Return the chunks most similar to ``query``, best first."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class TurnResult:
-    """The reply and what it cost."""
-
-    reply: str
-    ok: bool
-    model_seconds: float
-    # Restricted actions the model asked for, waiting for the user's confirmation.
-    proposals: tuple[Verdict, ...] = ()
-    # Set when the turn finished: background work runs on it after the reply.
-    interaction: Interaction | None = None
-    # Estimated prompt tokens of the turn's last model request (the budget).
-    context_tokens: int = 0
-    # What untrusted text was in the prompt (why a state change needs Confirm).
-    taint_sources: tuple[str, ...] = ()
 
 
 class ModelHealth:
@@ -265,7 +165,7 @@ class Assistant:
             hass.async_create_background_task
         )
         # Keeps history and summaries; set by runtime.
-        self.history: HistoryKeeper | None = None
+        self.history: SessionKeeper | None = None
         # The document index (documents.DocumentIndex) for the automatic
         # context; set by runtime when an embedding model is configured.
         self.documents: DocumentSource | None = None
@@ -294,6 +194,17 @@ class Assistant:
         self.entities = EntityIndex()
         # Recent latencies and errors, for the sensors and diagnostics.
         self.stats = TurnStats()
+        # The model that reads photos (option vision_model): with the tools
+        # bound, and without (for a model that cannot call tools); set by
+        # runtime when the option is set.
+        self.vision_models: (
+            tuple[
+                Runnable[list[AnyMessage], AIMessage],
+                Runnable[list[AnyMessage], AIMessage],
+            ]
+            | None
+        ) = None
+        self.vision_model_name: str | None = None
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -303,22 +214,36 @@ class Assistant:
             # background when the chats are quiet, never in a reply's way.
             self.history.async_schedule_sweep()
 
-    async def async_turn(
+    async def async_turn(  # noqa: PLR0913 - the message and how it came
         self,
         conversation_key: str,
         text: str,
         speaker: Speaker,
         *,
         on_text: Callable[[str], None] | None = None,
+        images: Sequence[str] = (),
+        sources: Sequence[str] = (),
+        model: Runnable[list[AnyMessage], AIMessage] | None = None,
     ) -> TurnResult:
         """Answer one message; never raises for model, tool or storage trouble.
 
         ``on_text`` gets the answer so far while the model writes it, through
         the same filters as the final reply. Background model calls wait
         until the turn is over (and the chats were quiet for a while).
+        ``images`` (base64) go to the vision model with this message only;
+        ``sources`` name untrusted text the message carries (text in a photo);
+        ``model`` answers instead of the chat model (the vision model).
         """
         async with self.scheduler.turn():
-            return await self._async_turn(conversation_key, text, speaker, on_text)
+            return await self._async_turn(
+                conversation_key,
+                text,
+                speaker,
+                on_text,
+                images=tuple(images),
+                sources=tuple(sources),
+                model=model,
+            )
 
     def refresh_system_prompt(self) -> None:
         """Rebuild the system prompt when the catalogue of entities changed.
@@ -340,12 +265,16 @@ class Assistant:
             fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
         )
 
-    async def _async_turn(
+    async def _async_turn(  # noqa: PLR0913 - the message and how it came
         self,
         conversation_key: str,
         text: str,
         speaker: Speaker,
         on_text: Callable[[str], None] | None,
+        *,
+        images: tuple[str, ...] = (),
+        sources: tuple[str, ...] = (),
+        model: Runnable[list[AnyMessage], AIMessage] | None = None,
     ) -> TurnResult:
         stored = True
         try:
@@ -364,6 +293,7 @@ class Assistant:
             )
             self.checkpoints.skip_saving(session.thread_id)
         turn_id = new_turn_id()
+        texts = await async_texts(self.hass, speaker.language)
         runtime = TurnRuntime(
             model=self.model,
             registry=self.registry,
@@ -373,10 +303,12 @@ class Assistant:
                 person=speaker.person,
                 ha_user_id=speaker.ha_user_id,
                 chat_id=speaker.chat_id,
+                conversation_key=conversation_key,
                 policy=self.policy,
                 profile_key=speaker.profile_key,
                 user_name=speaker.name,
                 may_act=speaker.may_act,
+                texts=texts,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
@@ -388,6 +320,13 @@ class Assistant:
             # for as long as the message stays in the prompt.
             runtime.tools.mark_tainted(NOT_KNOWN_SOURCE)
             text_sources.append(NOT_KNOWN_SOURCE)
+        for source in sources:
+            # Text in a photo can carry instructions: outside text too.
+            runtime.tools.mark_tainted(source)
+            text_sources.append(source)
+        if model is not None:
+            runtime.model = model
+        runtime.images = images
         entities = self.entities.rank(
             self.hass, text, domain_names=await self._async_domain_names()
         )
@@ -442,7 +381,7 @@ class Assistant:
             # confirmation request: the user asked for it, the policy resolved it.
             self.checkpoints.turn_ended(session.thread_id)
             return TurnResult(
-                self._explain(err),
+                self._explain(err, texts),
                 ok=False,
                 model_seconds=sum(runtime.model_calls),
                 proposals=tuple(runtime.tools.proposals),
@@ -455,7 +394,7 @@ class Assistant:
                 self.checkpoints.async_prune(session.thread_id),
                 f"prune checkpoints of {conversation_key}",
             )
-        reply = shown(_answer(result.get("messages", []), turn_id))
+        reply = shown(_answer(result.get("messages", []), turn_id, texts))
         room = runtime.assembler.history_room(self.counter.count(text))
         if runtime.tools.notices:
             reply = "\n\n".join([reply, *dict.fromkeys(runtime.tools.notices)])
@@ -574,37 +513,43 @@ class Assistant:
         for hook in self.after_reply:
             self.spawn(hook(result.interaction), "ha_personal_assistant after reply")
 
-    def _explain(self, err: Exception) -> str:  # noqa: PLR0911 - a reply per failure
+    def server_key(self, key: str) -> str:
+        """Return the text key that names this kind of server (Ollama's: plain)."""
+        if self.backend.backend is Backend.OPENAI_COMPATIBLE:
+            return f"{key}_openai"
+        return key
+
+    def _explain(self, err: Exception, texts: Texts) -> str:  # noqa: PLR0911 - a reply per failure
         """Turn a failure into a short reply, logging each outage once."""
         if isinstance(err, GraphRecursionError):
-            return REPLY_TOO_MANY_STEPS
+            return texts("too_many_steps")
         if isinstance(err, TimeoutError | httpx.TimeoutException):
             self.health.failed("no answer within the request timeout")
-            return REPLY_TIMEOUT
+            return texts("model_timeout")
         if isinstance(err, ConnectionError | httpx.TransportError):
             self.health.failed(f"connection failed ({type(err).__name__})")
-            return REPLY_UNREACHABLE
+            return texts(self.server_key("unreachable"))
         if (failure := self.backend.classify(err)) is not None:
             kind, reason = failure
             if kind is Failure.MODEL_MISSING:
                 self.health.failed(f"model {self.model_name} not found")
-                return REPLY_MODEL_MISSING.format(model=self.model_name)
+                return texts(self.server_key("model_missing"), model=self.model_name)
             self.health.failed(reason)
             for listener in self.failure_listeners:
                 listener(kind)
             if kind is Failure.TIMEOUT:
-                return REPLY_TIMEOUT
+                return texts("model_timeout")
             if kind is Failure.UNREACHABLE:
-                return REPLY_UNREACHABLE
-            return REPLY_MODEL_ERROR
+                return texts(self.server_key("unreachable"))
+            return texts("model_error")
         if isinstance(err, ValueError) and "No data received" in str(err):
             self.health.failed("the stream ended without data")
-            return REPLY_MODEL_ERROR
+            return texts("model_error")
         LOGGER.exception("A turn failed", exc_info=err)
-        return REPLY_INTERNAL_ERROR
+        return texts("internal_error")
 
 
-def _answer(messages: list[AnyMessage], turn_id: str) -> str:
+def _answer(messages: list[AnyMessage], turn_id: str, texts: Texts) -> str:
     """Return the final answer of the turn ``turn_id``."""
     start = next((i for i, m in enumerate(messages) if m.id == turn_id), 0)
     for message in reversed(messages[start:]):
@@ -612,4 +557,4 @@ def _answer(messages: list[AnyMessage], turn_id: str) -> str:
             if text := message_text(message):
                 return text
             break
-    return REPLY_GAVE_UP
+    return texts("gave_up")

@@ -48,7 +48,10 @@ from .const import (
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
+    CONF_STT_ENGINE,
     CONF_USER_MAPPING,
+    CONF_VISION_MODEL,
+    CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
     DEFAULT_BASE_URL,
     DEFAULT_CONFIRMATION_TIMEOUT,
@@ -58,6 +61,7 @@ from .const import (
     DEFAULT_OLLAMA_URL,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_VOICE_REPLIES,
     DEFAULT_WEB_SEARCH,
     DOMAIN,
     EMBED_TIMEOUT,
@@ -200,8 +204,19 @@ OPTIONS_SCHEMA = vol.Schema(
         vol.Optional(CONF_ALLOWED_USER_IDS): TextSelector(
             TextSelectorConfig(type=TextSelectorType.TEXT, multiple=True)
         ),
+        # Voice notes and photos: empty means Assist's engine, and no photos.
+        vol.Optional(CONF_STT_ENGINE): EntitySelector(
+            EntitySelectorConfig(domain="stt")
+        ),
+        vol.Required(
+            CONF_VOICE_REPLIES, default=DEFAULT_VOICE_REPLIES
+        ): BooleanSelector(),
+        vol.Optional(CONF_VISION_MODEL): TextSelector(),
     }
 )
+# Optional options a user can empty: a field left empty arrives without its
+# key, and must then clear the stored value.
+CLEARABLE_OPTIONS: Final = (CONF_STT_ENGINE, CONF_VISION_MODEL)
 
 
 # HA's Telegram bot integration, whose allowed chats name the people.
@@ -358,6 +373,9 @@ def default_options() -> dict[str, Any]:
         CONF_WEB_SEARCH: DEFAULT_WEB_SEARCH,
         CONF_ALLOWED_USER_IDS: [],
         CONF_USER_MAPPING: {},
+        CONF_STT_ENGINE: "",
+        CONF_VOICE_REPLIES: DEFAULT_VOICE_REPLIES,
+        CONF_VISION_MODEL: "",
     }
 
 
@@ -832,6 +850,8 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
             general = {
                 k: v for k, v in user_input.items() if k not in PERMISSION_SECTIONS
             }
+            for key in CLEARABLE_OPTIONS:
+                general[key] = str(general.get(key) or "").strip()
             permissions: dict[str, Any] = {}
             try:
                 allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))

@@ -48,6 +48,12 @@ CONF_WEB_SEARCH: Final = "web_search"
 DEFAULT_WEB_SEARCH: Final = True
 CONF_ALLOWED_USER_IDS: Final = "allowed_user_ids"
 CONF_USER_MAPPING: Final = "user_mapping"
+# Voice notes, photos and files (media.py, speech.py).
+CONF_STT_ENGINE: Final = "stt_engine"  # an STT entity; default: Assist's
+CONF_TTS_ENGINE: Final = "tts_engine"  # a TTS entity; default: Assist's
+CONF_VOICE_REPLIES: Final = "voice_replies"
+DEFAULT_VOICE_REPLIES: Final = False
+CONF_VISION_MODEL: Final = "vision_model"  # an Ollama model that takes images
 
 # The Ollama API.
 OLLAMA_PROBE_TIMEOUT: Final = 10  # seconds for /api/tags and /api/show

@@ -553,8 +553,9 @@ class Prepared:
     trimmed: bool
     # Tainted turns left the prompt (reduced to the user's own words).
     expired: bool
-    # Told to the user with the reply (their message was cut to fit).
-    notice: str | None = None
+    # The user's message was cut to fit: the characters kept, of how many.
+    # The user is told with the reply.
+    cut: tuple[int, int] | None = None
 
 
 @dataclass(slots=True)
@@ -591,10 +592,6 @@ CATALOGUE_HEADER: Final = "Entities you can see (entity_id | name | area):"
 NO_CATALOGUE: Final = (
     "{count} entities are exposed to you. The [Context] of a message lists "
     "those it is about; use list_entities to find others."
-)
-CUT_MESSAGE_NOTICE: Final = (
-    "(Your message was too long for the model's context window: only its "
-    "first {kept:,} of {total:,} characters were read.)"
 )
 _ENTITY_LINE_RE: Final = re.compile(
     r"^([a-z0-9_]+\.[a-z0-9_]+)(?: = | \| )", re.MULTILINE
@@ -705,7 +702,7 @@ class ContextAssembler:
                 trimmed = True
         turns, expired = expire_taint(turns)
         room = self._room()
-        notice = None
+        cut = None
         max_user = int(room * MAX_USER_SHARE)
         if counter.count(text) > max_user:
             total = len(text)
@@ -713,7 +710,7 @@ class ContextAssembler:
             while keep > 1 and counter.count(text[:keep]) > max_user:
                 keep = int(keep * 0.9)
             text = text[:keep]
-            notice = CUT_MESSAGE_NOTICE.format(kept=keep, total=total)
+            cut = (keep, total)
         user_tokens = counter.count(text)
         live_allowance = int(max(0, room - user_tokens) * LIVE_SHARE)
         history_room = self.history_room(user_tokens)
@@ -736,7 +733,7 @@ class ContextAssembler:
             documents=_document_messages(text, documents) if documents else [],
             trimmed=trimmed,
             expired=expired,
-            notice=notice,
+            cut=cut,
         )
 
     def _trim(
@@ -931,17 +928,19 @@ def _best_named(
     """Return the lines worth sending when not every changed state fits.
 
     Who is home, and the entities the message names best (ties and near ties
-    of the best score). A word for the device type alone ("which lights are
-    on?") names no entity in particular: when it matches more than a few,
-    list_entities answers that in full, better than the first few here.
+    of the best score). A message whose best words fit more than
+    MAX_LIVE_ENTITIES entities alike ("which lights are on?" in a house of
+    a hundred lights, where "light" is in every name) names none in
+    particular: list_entities answers that in full, better than an arbitrary
+    ten here, and the turn costs no state lines the answer cannot use.
     """
     best = max((line.score for line in entities), default=0)
-    named = [
-        line
-        for line in changed
-        if not line.always and line.score and line.score >= best * BEST_SHARE
-    ]
-    if best <= DOMAIN_SCORE and len(named) > MAX_LIVE_ENTITIES:
+
+    def is_named(line: EntityLine) -> bool:
+        return not line.always and bool(line.score) and line.score >= best * BEST_SHARE
+
+    named = [line for line in changed if is_named(line)]
+    if sum(1 for line in entities if is_named(line)) > MAX_LIVE_ENTITIES:
         named = []
     always = [line for line in changed if line.always]
     return [*always, *named][:MAX_LIVE_ENTITIES]

@@ -12,8 +12,9 @@ from homeassistant.components.conversation.models import AbstractConversationAge
 from homeassistant.const import MATCH_ALL
 from homeassistant.helpers import intent
 
-from .assistant import Speaker
 from .entity import PersonalAssistantEntity
+from .i18n import async_texts, pick_language
+from .models import Speaker
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
     from .data import PersonalAssistantConfigEntry
+    from .i18n import Texts
 
 # What answers a pending confirmation, in the languages households use most.
 # Anything else is a new request and leaves the confirmation pending.
@@ -30,6 +32,7 @@ YES_WORDS: Final = frozenset(
         "yes", "yeah", "yep", "sure", "confirm", "do it", "ok", "okay", "yes please",
         "ja", "jawohl", "bestätigen", "oui", "confirmer", "sí", "si", "confirmar",
         "sì", "conferma", "bevestig", "bevestigen", "sim", "tak", "da", "jo",
+        "да", "подтвердить", "підтвердити", "так", "是", "是的", "好", "确认",
     }
 )  # fmt: skip
 NO_WORDS: Final = frozenset(
@@ -37,26 +40,23 @@ NO_WORDS: Final = frozenset(
         "no", "nope", "cancel", "stop", "don't", "do not", "no thanks",
         "nein", "abbrechen", "non", "annuler", "cancelar", "annulla", "nee",
         "annuleer", "não", "nao", "nie", "anuluj", "nej", "nei", "avbryt", "net",
+        "нет", "отмена", "ні", "скасувати", "不", "不要", "取消",
     }
 )  # fmt: skip
 _PUNCTUATION: Final = re.compile(r"[^\w\s']+")
 PARALLEL_UPDATES: Final = 0
-ASK_CONFIRMATION: Final = "Please confirm: {summary}{end}{why}Say yes or no."
-# After the taint reason: how an Assist user ends the conversation.
-ENDS_IT: Final = "A new conversation ends it."
 
 
-def ask_confirmation(summary: str, reason: str | None) -> str:
+def ask_confirmation(summary: str, reason: str | None, texts: Texts) -> str:
     """Ask to confirm an action, in the integration's words only.
 
     A summary of several lines (service data, several actions) keeps its last
     line to itself, so nothing reads as part of a value.
     """
-    return ASK_CONFIRMATION.format(
-        summary=summary,
-        end="\n" if "\n" in summary else ". ",
-        why=f"{reason} {ENDS_IT} " if reason else "",
-    )
+    key = "assist_confirm_lines" if "\n" in summary else "assist_confirm"
+    if reason:
+        return texts(f"{key}_tainted", summary=summary, reason=reason)
+    return texts(key, summary=summary)
 
 
 async def _deltas(
@@ -165,6 +165,7 @@ class PersonalAssistantConversationEntity(
                 partial.put_nowait(None)
             reply, ask_again = result.reply, False
             if result.proposals:
+                texts = await async_texts(self.hass, speaker.language)
                 action = await data.gateway.confirmations.async_propose(
                     conversation_key=key,
                     bot_entry_id=None,
@@ -172,9 +173,10 @@ class PersonalAssistantConversationEntity(
                     requester=speaker.person,
                     ha_user_id=speaker.ha_user_id,
                     verdicts=result.proposals,
+                    texts=texts,
                 )
                 reply = "\n\n".join(
-                    [reply, ask_confirmation(action.summary, action.reason)]
+                    [reply, ask_confirmation(action.summary, action.reason, texts)]
                 )
                 ask_again = True
             data.assistant.stats.async_record_result(
@@ -213,6 +215,7 @@ class PersonalAssistantConversationEntity(
             person=f"ha:{user_id}" if user_id else "assist",
             name=name,
             ha_user_id=user_id,
+            language=pick_language(user_input.language, self.hass.config.language),
         )
         ask_again = False
         pending = await confirmations.async_find(
@@ -222,7 +225,11 @@ class PersonalAssistantConversationEntity(
         if answer is not None:
             # Read by the integration, never by the model.
             decided = await confirmations.async_decide(
-                pending, user=speaker.person, confirm=answer, may_act=speaker.may_act
+                pending,
+                user=speaker.person,
+                confirm=answer,
+                may_act=speaker.may_act,
+                texts=await async_texts(self.hass, speaker.language),
             )
             reply = decided.text
             data.assistant.stats.async_notify()

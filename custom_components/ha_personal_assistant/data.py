@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .documents import DocumentIndex
     from .monitor import ServerMonitor
     from .store.shared import SharedStorage
+    from .tasks.manager import TaskManager
     from .telegram import TelegramGateway
 
 
@@ -30,6 +31,8 @@ class PersonalAssistantData:
     documents: DocumentIndex | None = None
     # Scheduled pruning and summaries in progress (they hold the database).
     maintenance: set[asyncio.Task[None]] = field(default_factory=set)
+    # Reminders, timers and watches.
+    tasks: TaskManager | None = None
 
 
 type PersonalAssistantConfigEntry = ConfigEntry[PersonalAssistantData]

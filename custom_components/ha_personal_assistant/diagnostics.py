@@ -20,12 +20,14 @@ from .const import (
     CONF_USER_MAPPING,
     DOMAIN,
 )
+from .media import MAX_AUDIO_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MAX_PDF_PAGES
 from .ollama_api import url_without_credentials
+from .speech import resolve_engines
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
-    from .data import PersonalAssistantConfigEntry
+    from .data import PersonalAssistantConfigEntry, PersonalAssistantData
 
 # Who may talk to the bot and who they are in HA: personal, never shown.
 TO_REDACT: Final = {
@@ -46,6 +48,7 @@ PACKAGES: Final = (
     "openai",
     "sqlite-vec",
     "ddgs",
+    "pypdf",
 )
 
 
@@ -96,6 +99,26 @@ def _documents(index: Any) -> dict[str, Any] | None:
         "rescore_pool": vectors.pool,
         "binary_recall": vectors.binary_recall,
         "embed_error": index.embed_error,
+    }
+
+
+def _media(hass: HomeAssistant, data: PersonalAssistantData) -> dict[str, Any]:
+    """Name the engines voice notes and photos go to (engine ids, no content)."""
+    media = data.gateway.media
+    engines = resolve_engines(hass, media.stt_engine)
+    return {
+        "stt_engine": engines.stt,
+        "stt_engine_from": "option" if media.stt_engine else "default",
+        "stt_language": engines.stt_language,
+        "voice_replies": media.voice_replies,
+        "tts_engine": engines.tts if media.voice_replies else None,
+        "vision_model": media.vision_model,
+        "limits": {
+            "file_bytes": MAX_FILE_BYTES,
+            "pdf_pages": MAX_PDF_PAGES,
+            "audio_bytes": MAX_AUDIO_BYTES,
+            "image_bytes": MAX_IMAGE_BYTES,
+        },
     }
 
 
@@ -150,6 +173,7 @@ async def async_get_config_entry_diagnostics(
         ),
         "counts": counts,
         "documents": _documents(data.documents),
+        "media": _media(hass, data),
         "recent_turns": [
             {
                 "ts": turn.ts,

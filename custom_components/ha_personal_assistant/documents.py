@@ -35,7 +35,7 @@ from .const import (
     SEARCH_RESULTS,
 )
 from .model_server import ModelServerError
-from .repairs import async_update_vector_issue
+from .repairs import async_log_vector_engine
 from .security.permissions import ASSISTANT
 from .store.vectors import MAINTENANCE_TIMEOUT
 from .tools.ha import exposed_states
@@ -413,8 +413,10 @@ class DocumentIndex:
                 await self.vectors.async_load(self.model)
             finally:
                 self._loaded.set()
-                # Say so when numpy searches because sqlite-vec cannot load.
-                async_update_vector_issue(self.hass, self.vectors.extension_error)
+                # numpy searching instead of sqlite-vec is no fault the user
+                # must fix (HA OS has no sqlite-vec): a log line and
+                # diagnostics say so, not a repair.
+                async_log_vector_engine(self.hass, self.vectors.extension_error)
             await self.async_reindex()
         finally:
             self._started.set()

@@ -1,14 +1,17 @@
-"""Repair issues: weakened permissions, and vector search without sqlite-vec."""
+"""Repair issues: weakened permissions, damaged files moved aside."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from homeassistant.components.repairs import RepairsFlow, RepairsFlowResult
 from homeassistant.core import callback
 from homeassistant.helpers import issue_registry as ir
 
-from .const import DOMAIN
+from .const import DOMAIN, LOGGER
 from .security.permissions import Policy
+from .store.shared import DATA_STORAGE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -57,21 +60,95 @@ def async_delete_policy_issue(hass: HomeAssistant, entry_id: str) -> None:
     ir.async_delete_issue(hass, DOMAIN, unsafe_permissions_issue_id(entry_id))
 
 
+# Raised by versions before 0.2 when sqlite-vec could not load; numpy
+# searching instead needs nothing from the user, so it is no repair now.
 VECTOR_EXTENSION_UNAVAILABLE: Final = "vector_extension_unavailable"
 
 
 @callback
-def async_update_vector_issue(hass: HomeAssistant, reason: str | None) -> None:
-    """Say when sqlite-vec could not load and numpy searches instead; clear it after."""
-    if not reason:
-        ir.async_delete_issue(hass, DOMAIN, VECTOR_EXTENSION_UNAVAILABLE)
-        return
+def async_log_vector_engine(hass: HomeAssistant, reason: str | None) -> None:
+    """Log (once per start) why numpy searches, not sqlite-vec; drop the old issue."""
+    ir.async_delete_issue(hass, DOMAIN, VECTOR_EXTENSION_UNAVAILABLE)
+    if reason:
+        LOGGER.info(
+            "Document search uses numpy, not sqlite-vec (%s); it works the same",
+            reason,
+        )
+
+
+# A damaged file was moved aside and a fresh one made: the user decides what
+# becomes of the damaged copy (delete it, or keep it to inspect or restore).
+DAMAGED_FILE_ISSUES: Final = ("database_recreated", "checkpoints_recreated")
+
+
+@callback
+def async_raise_damaged_file_issue(hass: HomeAssistant, key: str, aside: Path) -> None:
+    """Tell the user a damaged file was replaced, and ask about the copy."""
     ir.async_create_issue(
         hass,
         DOMAIN,
-        VECTOR_EXTENSION_UNAVAILABLE,
-        is_fixable=False,
+        key,
+        is_fixable=True,
+        is_persistent=True,
         severity=ir.IssueSeverity.WARNING,
-        translation_key=VECTOR_EXTENSION_UNAVAILABLE,
-        translation_placeholders={"reason": reason},
+        translation_key=key,
+        translation_placeholders={"path": str(aside)},
+        data={"path": str(aside)},
     )
+
+
+def _remove_copy(path: Path) -> None:
+    """Delete the damaged copy; blocking, run it in an executor."""
+    path.unlink(missing_ok=True)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+class DamagedFileRepairFlow(RepairsFlow):
+    """Delete the damaged copy of a file, or keep it."""
+
+    def __init__(self, path: str) -> None:
+        """Remember which copy the issue is about."""
+        self._path = path
+
+    async def async_step_init(
+        self,
+        user_input: dict[str, str] | None = None,  # noqa: ARG002 - a menu step
+    ) -> RepairsFlowResult:
+        """Offer the two choices."""
+        return self.async_show_menu(
+            step_id="init",
+            menu_options=["delete", "keep"],
+            description_placeholders={"path": self._path},
+        )
+
+    async def async_step_delete(
+        self,
+        user_input: dict[str, str] | None = None,  # noqa: ARG002 - a menu step
+    ) -> RepairsFlowResult:
+        """Delete the copy (off the event loop); the issue is solved."""
+        holder = self.hass.data.get(DATA_STORAGE)
+        if holder is not None and holder.storage is not None:
+            await holder.storage.executor.run(_remove_copy, Path(self._path))
+        else:
+            await self.hass.async_add_executor_job(_remove_copy, Path(self._path))
+        return self.async_create_entry(data={})
+
+    async def async_step_keep(
+        self,
+        user_input: dict[str, str] | None = None,  # noqa: ARG002 - a menu step
+    ) -> RepairsFlowResult:
+        """Keep the copy where it is; the issue is solved."""
+        return self.async_create_entry(data={})
+
+
+async def async_create_fix_flow(
+    hass: HomeAssistant,  # noqa: ARG001 - HA's signature
+    issue_id: str,
+    data: dict[str, Any] | None,
+) -> RepairsFlow:
+    """Return the fix flow of a fixable issue."""
+    if issue_id in DAMAGED_FILE_ISSUES and data and isinstance(data.get("path"), str):
+        return DamagedFileRepairFlow(data["path"])
+    msg = f"No fix flow for {issue_id}"
+    raise ValueError(msg)

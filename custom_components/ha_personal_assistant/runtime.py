@@ -24,7 +24,10 @@ from .const import (
     CONF_NUM_PREDICT,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
+    CONF_STT_ENGINE,
     CONF_USER_MAPPING,
+    CONF_VISION_MODEL,
+    CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
@@ -32,21 +35,25 @@ from .const import (
     DEFAULT_NUM_PREDICT,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
+    DEFAULT_VOICE_REPLIES,
     DEFAULT_WEB_SEARCH,
     DOCUMENTS_DIR,
     LOGGER,
 )
 from .data import PersonalAssistantData
 from .documents import DocumentIndex
-from .history import HistoryKeeper
+from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .model_server import ChatSettings
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
+from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.shared import storage_dir
 from .store.vectors import VectorStore
+from .tasks.manager import TaskManager
+from .tasks.tools import task_tools
 from .telegram import TelegramGateway
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
@@ -91,12 +98,7 @@ def _bound_models(
     the same model, settings and tools (the same cached prefix on the server)
     with a smaller output cap.
     """
-    settings = ChatSettings(
-        num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
-        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
-        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
-        timeout=float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
-    )
+    settings = _chat_settings(options)
     name = entry.data[CONF_MODEL]
     chat = backend.build_chat_model(name, settings)
     background = backend.build_chat_model(
@@ -105,7 +107,67 @@ def _bound_models(
     return bind_model(chat, schemas), bind_model(background, schemas)
 
 
-async def async_build(
+def _chat_settings(options: dict[str, Any]) -> ChatSettings:
+    """Return how every chat request is made, from the entry's options."""
+    return ChatSettings(
+        num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
+        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        timeout=float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
+    )
+
+
+def _vision_models(
+    backend: ModelBackend,
+    options: dict[str, Any],
+    schemas: list[dict[str, Any]],
+) -> tuple[
+    Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
+]:
+    """Return the vision model with the tools bound and without; blocking.
+
+    The same server as the chat model: photos go as image parts of the
+    message (Ollama's ``images``, OpenAI's ``image_url`` data URLs).
+    """
+    model = backend.build_chat_model(
+        str(options[CONF_VISION_MODEL]), _chat_settings(options)
+    )
+    return bind_model(model, schemas), model
+
+
+async def _async_setup_media(
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    storage: SharedStorage,
+    assistant: Assistant,
+    schemas: list[dict[str, Any]],
+) -> MediaSettings:
+    """Read the voice and photo options; prepare the vision model and folder."""
+    options: dict[str, Any] = dict(entry.options)
+    media = MediaSettings(
+        stt_engine=options.get(CONF_STT_ENGINE) or None,
+        voice_replies=bool(options.get(CONF_VOICE_REPLIES, DEFAULT_VOICE_REPLIES)),
+        vision_model=options.get(CONF_VISION_MODEL) or None,
+    )
+    if media.vision_model:
+        assistant.vision_models = await storage.executor.run(
+            _vision_models, assistant.backend, options, schemas
+        )
+        assistant.vision_model_name = media.vision_model
+    # Files pass through this folder on their way in and out, and are
+    # deleted at once; what a crash left there goes now. telegram_bot's
+    # download_file and send_voice read and write only allowed folders.
+    folder = transfer_dir(hass)
+    if left := await storage.executor.run(prepare_transfer_dir, folder):
+        LOGGER.debug("Removed %s file(s) left in %s", len(left), folder)
+    hass.config.allowlist_external_dirs.add(str(folder))
+    entry.async_on_unload(
+        lambda: hass.config.allowlist_external_dirs.discard(str(folder))
+    )
+    return media
+
+
+async def async_build(  # noqa: PLR0915 - the wiring of every part
     hass: HomeAssistant,
     entry: PersonalAssistantConfigEntry,
     storage: SharedStorage,
@@ -127,6 +189,18 @@ async def async_build(
         disabled["web_search"] = WEB_SEARCH_OFF
     if documents is None:
         disabled["search_documents"] = DOCUMENTS_OFF
+    policy = Policy.from_options(options)
+    confirmation_timeout = float(
+        options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
+    )
+    # Reminders, timers and watches; their tools come last (a fixed order).
+    tasks = TaskManager(
+        hass,
+        entry,
+        storage.database,
+        policy=policy,
+        confirmation_timeout=confirmation_timeout,
+    )
     registry = ToolRegistry(
         [
             *HA_TOOLS,
@@ -134,10 +208,10 @@ async def async_build(
             *(web_tools(storage.executor) if web_on else ()),
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
+            *task_tools(tasks),
         ],
         disabled=disabled,
     )
-    policy = Policy.from_options(options)
     bound, bound_background = await storage.executor.run(
         _bound_models, backend, entry, options, registry.schemas()
     )
@@ -161,12 +235,13 @@ async def async_build(
         scheduler=storage.scheduler,
     )
     assistant.background_model = bound_background
+    media = await _async_setup_media(
+        hass, entry, storage, assistant, registry.schemas()
+    )
     confirmations = ConfirmationManager(
         hass,
         storage.database,
-        timeout=float(
-            options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
-        ),
+        timeout=confirmation_timeout,
         admins=frozenset(
             f"telegram:{int(user_id)}"
             for user_id in options.get(CONF_ADMIN_USER_IDS, [])
@@ -184,7 +259,14 @@ async def async_build(
             int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
         ),
         user_mapping=options.get(CONF_USER_MAPPING, {}),
+        media=media,
+        executor=storage.executor,
     )
+    # Tasks tell their makers through the gateway and ask through the same
+    # confirmations as a turn; /tasks lists them.
+    tasks.attach(gateway, confirmations)
+    gateway.tasks = tasks
+    gateway.documents = documents
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
     _async_maintain = _maintainer(hass, entry, maintenance)
@@ -193,7 +275,7 @@ async def async_build(
     assistant.spawn = _async_maintain
 
     # History and summaries: written after replies and when the chats are quiet.
-    history = HistoryKeeper(
+    history = SessionKeeper(
         hass,
         storage.database,
         assistant,
@@ -259,6 +341,7 @@ async def async_build(
         storage=storage,
         documents=documents,
         maintenance=maintenance,
+        tasks=tasks,
     )
 
 

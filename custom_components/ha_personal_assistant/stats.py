@@ -12,7 +12,7 @@ from homeassistant.core import CALLBACK_TYPE, callback
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .assistant import TurnResult
+    from .models import TurnResult
 
 RECENT_TURNS: Final = 20
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import secrets
 import sqlite3
 import time
@@ -10,7 +11,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,42 +23,90 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
+from telegram import Update
+from telegram.ext import TypeHandler
 
-from .agent.prompts import (
-    HELP_TEXT,
-    REPLY_CONFIRMATION_NOT_STORED,
-    REPLY_INTERNAL_ERROR,
-    REPLY_INTERRUPTED,
-    REPLY_NEW_SESSION,
-    REPLY_STORAGE_UNAVAILABLE,
-    REPLY_UNKNOWN_COMMAND,
+from .const import (
+    ADD_DOCUMENT_WAIT,
+    DOMAIN,
+    LOGGER,
+    MAX_DOCUMENT_CHARS,
+    MAX_DOCUMENT_TITLE_CHARS,
+    TELEGRAM_MESSAGE_LIMIT,
+    TYPING_REFRESH_SECONDS,
 )
-from .assistant import Speaker
-from .const import DOMAIN, LOGGER, TELEGRAM_MESSAGE_LIMIT, TYPING_REFRESH_SECONDS
+from .documents import DocumentsUnavailable
+from .i18n import async_texts, pick_language
+from .media import (
+    MAX_AUDIO_BYTES,
+    MAX_FILE_BYTES,
+    MAX_IMAGE_BYTES,
+    SUPPORTED_FILES,
+    Attachment,
+    Kind,
+    MediaError,
+    MediaSettings,
+    async_download,
+    check_size,
+    classify,
+    delete_file,
+    document_type,
+    extract_text,
+    transfer_dir,
+    write_transfer_file,
+)
 from .memory.profile import async_memory_command
+from .model_server import ModelNotFound, ModelServerError
+from .models import Speaker
 from .security.confirmations import (
+    ADD_FILE,
+    PHOTO_SOURCE,
     ConfirmationManager,
     DecisionResult,
     Outcome,
-    summarize,
+    async_summarize,
 )
-from .security.people import NOT_KNOWN_REPLY, is_known
+from .security.people import is_known
+from .security.permissions import ResolvedCall
+from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
+from .tasks.chat import (
+    CMD_TASK_CANCEL,
+    CMD_TASKS,
+    Keyboard,
+    async_cancel_press,
+    async_listing,
+)
+from .telegram_watch import SignalWatch
+from .tools.registry import ToolError
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
+    from langchain_core.messages import AIMessage, AnyMessage
+    from langchain_core.runnables import Runnable
 
     from .assistant import Assistant
+    from .documents import DocumentIndex
+    from .executor import BlockingExecutor
+    from .i18n import Texts
+    from .models import TurnResult
     from .security.permissions import Verdict
+    from .store.actions import PendingAction
+    from .tasks.manager import TaskManager
 
 TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
 EVENT_COMMAND: Final = "telegram_command"
 EVENT_CALLBACK: Final = "telegram_callback"
-EVENT_TYPES: Final = frozenset({EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK})
+# Voice notes, audio, photos, documents, and also stickers, videos, animations
+# and locations: telegram_bot reports them all as attachments.
+EVENT_ATTACHMENT: Final = "telegram_attachment"
+EVENT_TYPES: Final = frozenset(
+    {EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK, EVENT_ATTACHMENT}
+)
 # telegram_bot's dispatcher signal (``telegram_bot.const.SIGNAL_UPDATE_EVENT``).
 SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 # Telegram retries a webhook update for at most a day; a week is ample to
@@ -65,6 +114,9 @@ SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
 PRUNE_INTERVAL: Final = timedelta(hours=6)
 SEND_TIMEOUT: Final = 30  # seconds for one Telegram API call
+# A stop or unload that comes while an answer is being sent waits this long
+# for it before cutting it off.
+DELIVERY_GRACE: Final = 3.0  # seconds
 # Delivery of replies. telegram_bot does not retry: its services raise
 # HomeAssistantError on the first error of python-telegram-bot, which, as
 # telegram_bot builds its Bot (an HTTPXRequest, no AIORateLimiter), makes
@@ -87,15 +139,37 @@ _NOT_SENT: Final = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 QUOTE_CHARS: Final = 60
 CALLBACK_TEXT_LIMIT: Final = 200  # Telegram's limit for a callback answer
 SEARCH_OUTCOMES: Final = defaultdict(
-    lambda: "unknown",
+    lambda: "search_unknown",
     {
-        search_audit.OUTCOME_SENT: "sent",
-        search_audit.OUTCOME_NOT_SENT: "not sent (too personal)",
-        search_audit.OUTCOME_SANITIZER_ERROR: "not sent (privacy check failed)",
-        search_audit.OUTCOME_FAILED: "failed",
-        search_audit.OUTCOME_TIMEOUT: "timed out",
+        search_audit.OUTCOME_SENT: "search_sent",
+        search_audit.OUTCOME_NOT_SENT: "search_not_sent",
+        search_audit.OUTCOME_SANITIZER_ERROR: "search_privacy_failed",
+        search_audit.OUTCOME_FAILED: "search_failed",
+        search_audit.OUTCOME_TIMEOUT: "search_timed_out",
     },
 )
+# The audit's words for how an action was decided and how it ended, shown by
+# /actions in the reader's language (an error message stays as it came).
+AUDIT_WORDS: Final = frozenset(
+    {
+        "requested",
+        "confirmed",
+        "cancelled",
+        "late",
+        "expired",
+        "not_needed",
+        "pending",
+        "executing",
+        "executed",
+        "done",
+        "failed",
+        "refused",
+        "interrupted",
+    }
+)
+# The python-telegram-bot handler group that learns each sender's language:
+# below telegram_bot's own (0), so it runs before the update's event is fired.
+LANGUAGE_HANDLER_GROUP: Final = -1
 # Streaming replies: the first partial text after about a second, then drafts
 # at most once a second (private chats) or edits at most every 3 s (groups,
 # where drafts do not exist and each edit counts against the rate limit).
@@ -107,6 +181,9 @@ CMD_CONFIRM: Final = "/confirm"
 CMD_CANCEL: Final = "/cancel"
 RECENT_ACTIONS: Final = 10
 RECENT_SEARCHES: Final = 10
+# What the model reads with a photo (prompt text stays English).
+PHOTO_MARK: Final = "[Photo]"
+PHOTO_PROMPT: Final = "[Photo without a caption] Describe this photo briefly."
 # Decisions that leave the request as it was: its message is not edited.
 _NOT_DECIDED: Final = (Outcome.NOT_YOURS, Outcome.NOT_FOUND, Outcome.NOT_ALLOWED)
 
@@ -124,6 +201,10 @@ class Incoming:
     command: str | None = None
     # Set for inline-button presses: the callback query to answer.
     callback_id: str | None = None
+    # The sender's Telegram language_code (such as "de" or "pt-br"), if known.
+    language: str | None = None
+    # A voice note, photo or file sent with the message (its caption is text).
+    attachment: Attachment | None = None
 
     @property
     def key(self) -> str:
@@ -234,6 +315,17 @@ def parse_update(  # noqa: PLR0911 - each check rejects
     if event_type == EVENT_CALLBACK:
         return _parse_callback(data, bot_entry_id, chat_id, user_id, name_or_none)
     message_id = _as_int(data.get("id"))
+    if event_type == EVENT_ATTACHMENT:
+        caption = data.get("text")
+        return Incoming(
+            bot_entry_id,
+            chat_id,
+            user_id,
+            message_id,
+            name_or_none,
+            caption.strip() if isinstance(caption, str) else "",
+            attachment=classify(data),
+        )
     if event_type == EVENT_COMMAND:
         command = data.get("command")
         if not isinstance(command, str) or not command.startswith("/"):
@@ -282,7 +374,7 @@ def _parse_callback(
     if not isinstance(payload, str) or callback_id is None:
         return None
     command, _, token = payload.partition("_")
-    if command not in (CMD_CONFIRM, CMD_CANCEL) or not token.isalnum():
+    if command not in (CMD_CONFIRM, CMD_CANCEL, CMD_TASK_CANCEL) or not token.isalnum():
         # Another automation's button: not ours to answer.
         return None
     message = data.get("message")
@@ -457,9 +549,17 @@ class TelegramGateway:
         confirmations: ConfirmationManager,
         allowed_user_ids: frozenset[int],
         user_mapping: Mapping[str, str],
+        media: MediaSettings | None = None,
+        executor: BlockingExecutor | None = None,
     ) -> None:
         """Prepare the gateway; ``async_start`` subscribes to the events."""
         self.hass = hass
+        self.media = media or MediaSettings()
+        self.executor = executor
+        # The household documents (files sent are added there on Confirm);
+        # None without an embedding model. Set by runtime.
+        self.documents: DocumentIndex | None = None
+        confirmations.runners[ADD_FILE] = self._async_run_add_file
         self.entry = entry
         self.assistant = assistant
         self.confirmations = confirmations
@@ -474,10 +574,19 @@ class TelegramGateway:
         self._unsubs: list[Callable[[], None]] = []
         # telegram_bot entry id -> unsubscribe from its bot's update signal.
         self._bots: dict[str, Callable[[], None]] = {}
+        # Each sender's Telegram language_code, from the raw updates, and the
+        # bots' applications that report it (telegram_bot entry id -> the
+        # application and our handler in it).
+        self._languages: dict[int, str] = {}
+        self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
+        # Updates telegram_bot reported on the bus but not through the signal.
+        self.signal_watch = SignalWatch(hass, EVENT_TYPES, self._bots.keys)
         self._send_failed = False
         # Replies in a row that could not be delivered, and the last error.
         self._undelivered = 0
         self.last_latency: float | None = None
+        # Reminders, timers and watches (/tasks and its buttons); set by runtime.
+        self.tasks: TaskManager | None = None
 
     @callback
     def async_start(self) -> None:
@@ -497,6 +606,8 @@ class TelegramGateway:
         # obey what telegram_bot received from Telegram.
         for bot_entry in self.hass.config_entries.async_entries(TELEGRAM_DOMAIN):
             self._async_follow_bot(bot_entry)
+        self._unsubs.append(self.signal_watch.async_start())
+        self._unsubs.append(self.signal_watch.async_remove_issue)
         self._unsubs.append(
             async_dispatcher_connect(
                 self.hass, SIGNAL_CONFIG_ENTRY_CHANGED, self._async_entry_changed
@@ -528,9 +639,50 @@ class TelegramGateway:
 
         @callback
         def _on_update(event_type: str, data: Mapping[str, Any]) -> None:
+            self.signal_watch.async_delivered(event_type, data)
             self._async_on_update(entry_id, event_type, data)
 
         self._bots[entry_id] = async_dispatcher_connect(self.hass, name, _on_update)
+        self._async_watch_languages(bot_entry)
+
+    @callback
+    def _async_watch_languages(self, bot_entry: ConfigEntry[Any]) -> None:
+        """Learn each sender's Telegram language_code from the bot's updates.
+
+        telegram_bot's events leave the language out, but the update it came
+        in has it. The bot's python-telegram-bot application (polling and
+        webhooks; a broadcast bot receives nothing) runs a handler of a lower
+        group before telegram_bot's own, which sends the update to us. If
+        telegram_bot changes inside, the texts fall back to HA's language.
+        """
+        service = getattr(bot_entry, "runtime_data", None)
+        application = getattr(getattr(service, "app", None), "application", None)
+        watched = self._language_handlers.get(bot_entry.entry_id)
+        if application is None or (watched and watched[0] is application):
+            return
+        self._async_unwatch_languages(bot_entry.entry_id)
+        handler: TypeHandler[Any, Any, Any] = TypeHandler(Update, self._note_language)
+        try:
+            application.add_handler(handler, group=LANGUAGE_HANDLER_GROUP)
+        except Exception as err:  # noqa: BLE001 - the texts fall back to HA's language
+            LOGGER.debug("Cannot learn the Telegram users' languages: %s", err)
+            return
+        self._language_handlers[bot_entry.entry_id] = (application, handler)
+
+    @callback
+    def _async_unwatch_languages(self, bot_entry_id: str) -> None:
+        if (watched := self._language_handlers.pop(bot_entry_id, None)) is None:
+            return
+        application, handler = watched
+        with suppress(Exception):
+            application.remove_handler(handler, group=LANGUAGE_HANDLER_GROUP)
+
+    async def _note_language(self, update: object, _context: object) -> None:
+        """Remember the sender's language_code; the update goes on unchanged."""
+        user = getattr(update, "effective_user", None)
+        code = getattr(user, "language_code", None)
+        if isinstance(code, str) and code and isinstance(user_id := user.id, int):  # type: ignore[union-attr]
+            self._languages[user_id] = code
 
     @callback
     def _async_entry_changed(
@@ -542,13 +694,18 @@ class TelegramGateway:
         if change is ConfigEntryChange.REMOVED:
             if (unsub := self._bots.pop(entry.entry_id, None)) is not None:
                 unsub()
+            self._async_unwatch_languages(entry.entry_id)
             return
         self._async_follow_bot(entry)
+        # A reloaded bot has a new application.
+        self._async_watch_languages(entry)
 
     @callback
     def _async_unfollow_bots(self) -> None:
         while self._bots:
             self._bots.popitem()[1]()
+        for bot_entry_id in list(self._language_handlers):
+            self._async_unwatch_languages(bot_entry_id)
 
     async def _async_prune(self, _now: datetime) -> None:
         """Forget message ids old enough that Telegram will not send them again."""
@@ -582,6 +739,8 @@ class TelegramGateway:
             return
         if incoming is None:
             return
+        if language := self._languages.get(incoming.user_id):
+            incoming = replace(incoming, language=language)
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
             LOGGER.debug(
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
@@ -641,11 +800,13 @@ class TelegramGateway:
                     # A command that needs the database (/new, /confirm, ...)
                     # while it is locked or full: nothing was done.
                     LOGGER.debug("Storage unavailable for a command: %s", err)
-                    await self._async_send(incoming, REPLY_STORAGE_UNAVAILABLE)
+                    texts = await self._async_texts(incoming)
+                    await self._async_send(incoming, texts("storage_unavailable"))
                     await self._async_answered(in_flight)
                 except Exception:  # noqa: BLE001 - one bad turn must not end the chat
                     LOGGER.exception("Could not handle a Telegram message")
-                    await self._async_send(incoming, REPLY_INTERNAL_ERROR)
+                    texts = await self._async_texts(incoming)
+                    await self._async_send(incoming, texts("internal_error"))
                     await self._async_answered(in_flight)
         finally:
             if self._workers.get(key) is asyncio.current_task():
@@ -659,38 +820,369 @@ class TelegramGateway:
             await self._async_command(incoming)
             await self._async_answered(in_flight)
             return
-        started = time.monotonic()
-        speaker = Speaker(
+        if incoming.attachment is not None:
+            await self._async_handle_attachment(
+                incoming, incoming.attachment, in_flight
+            )
+            return
+        await self._async_answer(incoming, in_flight)
+
+    def _speaker(self, incoming: Incoming) -> Speaker:
+        """Return who wrote, as the assistant and its safety layers see them."""
+        return Speaker(
             person=_person(incoming),
             name=incoming.first_name,
             ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             chat_id=incoming.chat_id,
             may_act=self._is_known(incoming),
+            language=pick_language(incoming.language, self.hass.config.language),
         )
+
+    async def _async_answer(
+        self, incoming: Incoming, in_flight: int | None, turn: MediaTurn | None = None
+    ) -> None:
+        """Run the agent on a message (typed, heard or seen) and send the answer."""
+        turn = turn or MediaTurn()
+        started = time.monotonic()
+        speaker = self._speaker(incoming)
         typing = self.entry.async_create_background_task(
             self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
         )
         stream = ReplyStream(self, incoming)
         stream.start()
+        prefix = turn.prefix
+
+        def on_text(text: str) -> None:
+            stream.update(prefix + text)
+
         try:
             result = await self.assistant.async_turn(
-                incoming.key, incoming.text, speaker, on_text=stream.update
+                incoming.key,
+                incoming.text,
+                speaker,
+                on_text=on_text,
+                images=turn.images,
+                sources=turn.sources,
+                model=turn.model,
             )
         except BaseException:
             stream.close()
             raise
         finally:
             typing.cancel()
-        await stream.async_finish(result.reply)
+        spoken = result.reply
+        if prefix:
+            result = replace(result, reply=prefix + result.reply)
+        # The answer exists: an unload or stop that comes now lets it go out
+        # (briefly), rather than cutting it between the reply and its buttons
+        # and then reporting an answered message as unanswered.
+        delivery = self.hass.async_create_task(
+            self._async_send_answer(
+                incoming,
+                speaker,
+                result,
+                stream,
+                in_flight,
+                spoken if turn.voice and self.media.voice_replies else None,
+            ),
+            "ha_personal_assistant delivery",
+        )
+        try:
+            await asyncio.shield(delivery)
+        except asyncio.CancelledError:
+            await asyncio.wait({delivery}, timeout=DELIVERY_GRACE)
+            delivery.cancel()
+            raise
         self.last_latency = time.monotonic() - started
+        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
+        # Only now: summaries and learning must never delay the reply.
+        self.assistant.async_after_reply(result)
+
+    async def _async_send_answer(  # noqa: PLR0913, PLR0917 - the answer and where it goes
+        self,
+        incoming: Incoming,
+        speaker: Speaker,
+        result: TurnResult,
+        stream: ReplyStream,
+        in_flight: int | None,
+        spoken: str | None = None,
+    ) -> None:
+        """Send the reply and its Confirm buttons; cross the message off.
+
+        ``spoken``: the answer to a voice note, also sent as a voice note.
+        """
+        await stream.async_finish(result.reply)
         if result.proposals and speaker.may_act:
             # Never a Confirm button for someone who may not act (the tools
             # already refused; this holds even if one did not).
             await self._async_request_confirmation(incoming, speaker, result.proposals)
+        if spoken:
+            await self._async_send_spoken(incoming, speaker, spoken)
         await self._async_answered(in_flight)
-        self.assistant.stats.async_record_result("telegram", result, self.last_latency)
-        # Only now: summaries and learning must never delay the reply.
-        self.assistant.async_after_reply(result)
+
+    async def _async_handle_attachment(
+        self, incoming: Incoming, attachment: Attachment, in_flight: int | None
+    ) -> None:
+        """Answer a voice note, a photo or a file; anything else is declined."""
+        texts = await self._async_texts(incoming)
+        reply: str | None = None
+        turn: tuple[Incoming, MediaTurn] | None = None
+        typing = self.entry.async_create_background_task(
+            self.hass, self._async_keep_typing(incoming), "ha_personal_assistant typing"
+        )
+        try:
+            if attachment.kind is Kind.VOICE:
+                transcript = await self._async_hear(incoming, attachment)
+                heard = texts("voice_heard", text=transcript)
+                turn = (
+                    replace(incoming, text=transcript, attachment=None),
+                    MediaTurn(prefix=f"{heard}\n\n", voice=True),
+                )
+            elif attachment.kind is Kind.PHOTO:
+                model, image = await self._async_see(incoming, attachment)
+                # The model's instruction stays English, like every prompt text.
+                question = (
+                    f"{PHOTO_MARK} {incoming.text}" if incoming.text else PHOTO_PROMPT
+                )
+                turn = (
+                    replace(incoming, text=question, attachment=None),
+                    MediaTurn(images=(image,), sources=(PHOTO_SOURCE,), model=model),
+                )
+            elif attachment.kind is Kind.DOCUMENT:
+                reply = await self._async_offer_file(incoming, attachment, texts)
+            else:
+                reply = texts("media_unsupported")
+        except MediaError as err:
+            reply = texts(err.key, **err.placeholders)
+        finally:
+            typing.cancel()
+        if turn is not None:
+            await self._async_answer(turn[0], in_flight, turn[1])
+            return
+        if reply:
+            await self._async_send(incoming, reply)
+        await self._async_answered(in_flight)
+
+    def _executor(self) -> BlockingExecutor:
+        if self.executor is None:
+            msg = "The gateway has no executor for files"
+            raise MediaError(key="download_failed") from RuntimeError(msg)
+        return self.executor
+
+    async def _async_hear(self, incoming: Incoming, attachment: Attachment) -> str:
+        """Return what a voice note says, through Home Assistant's STT."""
+        engines = resolve_engines(self.hass, self.media.stt_engine)
+        if not engines.stt:
+            raise MediaError(key="stt_missing")
+        check_size(attachment, MAX_AUDIO_BYTES)
+        audio = await async_download(
+            self.hass,
+            self._executor(),
+            incoming.bot_entry_id,
+            attachment,
+            MAX_AUDIO_BYTES,
+        )
+        return await async_transcribe(
+            self.hass,
+            engines,
+            audio,
+            pick_language(incoming.language, self.hass.config.language),
+        )
+
+    async def _async_see(
+        self, incoming: Incoming, attachment: Attachment
+    ) -> tuple[Runnable[list[AnyMessage], AIMessage], str]:
+        """Check the vision model, fetch the photo; return the model and image."""
+        name = self.media.vision_model
+        models = self.assistant.vision_models
+        # Texts that name the server say which kind it is.
+        key = self.assistant.server_key
+        if not name or models is None:
+            raise MediaError(key=key("photo_no_vision"))
+        backend = self.assistant.backend
+        try:
+            # Empty when the server does not say (OpenAI's API never does):
+            # then the server's own answer tells.
+            capabilities = await backend.async_capabilities(name)
+        except ModelNotFound as err:
+            raise MediaError(key=key("vision_missing"), model=name) from err
+        except ModelServerError as err:
+            LOGGER.debug("Could not ask %s about %s: %s", backend.where, name, err)
+            raise MediaError(key=key("vision_unreachable"), model=name) from err
+
+        def lacks(capability: str) -> bool:
+            return bool(capabilities) and capability not in capabilities
+
+        if lacks("vision"):
+            raise MediaError(key="vision_no_images", model=name)
+        bound, plain = models
+        check_size(attachment, MAX_IMAGE_BYTES)
+        data = await async_download(
+            self.hass,
+            self._executor(),
+            incoming.bot_entry_id,
+            attachment,
+            MAX_IMAGE_BYTES,
+        )
+        image = base64.b64encode(data).decode("ascii")
+        return (plain if lacks("tools") else bound), image
+
+    async def _async_read_file(
+        self, bot_entry_id: str, attachment: Attachment, kind: str
+    ) -> str:
+        """Fetch a text file or PDF and return its text; raise MediaError."""
+        data = await async_download(
+            self.hass, self._executor(), bot_entry_id, attachment, MAX_FILE_BYTES
+        )
+        text = await self._executor().run(
+            extract_text, data, kind, attachment.display_name
+        )
+        if len(text) > MAX_DOCUMENT_CHARS:
+            raise MediaError(
+                key="file_too_long",
+                name=attachment.display_name,
+                limit=f"{MAX_DOCUMENT_CHARS:,}",
+            )
+        return text
+
+    async def _async_offer_file(
+        self, incoming: Incoming, attachment: Attachment, texts: Texts
+    ) -> str | None:
+        """Check a file and ask whether to add it; return a reply if not asked."""
+        if not self._is_known(incoming):
+            return texts("not_known_reply")
+        if self.documents is None:
+            return texts("documents_off")
+        kind = document_type(attachment)
+        if kind is None:
+            raise MediaError(
+                key="file_type", name=attachment.display_name, types=SUPPORTED_FILES
+            )
+        check_size(attachment, MAX_FILE_BYTES)
+        # Read once now, so a file that cannot be added is said before any
+        # Confirm; the text is not kept: Confirm fetches the file again.
+        await self._async_read_file(incoming.bot_entry_id, attachment, kind)
+        title = _file_title(attachment)
+        call = ResolvedCall(
+            domain=DOMAIN,
+            service=ADD_FILE,
+            entity_ids=(),
+            data={
+                "bot_entry_id": incoming.bot_entry_id,
+                "file_id": attachment.file_id,
+                "file_name": title,
+                "mime_type": attachment.mime_type,
+                "file_size": attachment.file_size,
+            },
+        )
+        action = await self.confirmations.async_propose_internal(
+            conversation_key=incoming.key,
+            bot_entry_id=incoming.bot_entry_id,
+            chat_id=incoming.chat_id,
+            requester=_person(incoming),
+            call=call,
+            summary=texts("file_summary", name=title),
+        )
+        await self._async_ask(
+            incoming,
+            action,
+            texts(
+                "file_confirm",
+                name=title,
+                expiry=expiry_text(texts, self.confirmations.timeout),
+            ),
+            texts,
+        )
+        return None
+
+    async def _async_run_add_file(self, call: ResolvedCall, texts: Texts) -> None:
+        """Add a confirmed file to the household documents; raise ToolError."""
+        data = call.data
+        attachment = Attachment(
+            Kind.DOCUMENT,
+            str(data.get("file_id") or "") or None,
+            str(data.get("file_name") or "") or None,
+            data.get("mime_type") if isinstance(data.get("mime_type"), str) else None,
+            _as_int(data.get("file_size")),
+        )
+        kind = document_type(attachment)
+        if kind is None:
+            raise ToolError(
+                texts("file_type", name=attachment.display_name, types=SUPPORTED_FILES)
+            )
+        if self.documents is None:
+            raise ToolError(texts("documents_off"))
+        try:
+            content = await self._async_read_file(
+                str(data.get("bot_entry_id", "")), attachment, kind
+            )
+            await self.documents.async_add(
+                _file_title(attachment), content, wait=ADD_DOCUMENT_WAIT
+            )
+        except MediaError as err:
+            raise ToolError(texts(err.key, **err.placeholders)) from err
+        except (DocumentsUnavailable, sqlite3.Error, TimeoutError) as err:
+            LOGGER.debug("Could not add a file to the documents: %s", err)
+            raise ToolError(texts("storage_unavailable")) from err
+
+    async def _async_send_spoken(
+        self, incoming: Incoming, speaker: Speaker, text: str
+    ) -> None:
+        """Send the answer to a voice note as a voice note too (option voice_replies).
+
+        The text reply went out already; a voice that cannot be made or sent
+        gets a short note instead.
+        """
+        texts = await self._async_texts(incoming)
+        engines = resolve_engines(self.hass, self.media.stt_engine)
+        try:
+            extension, audio = await async_speak(
+                self.hass, engines, text, speaker.language or self.hass.config.language
+            )
+            path = await self._executor().run(
+                write_transfer_file, transfer_dir(self.hass), extension, audio
+            )
+        except MediaError as err:
+            await self._async_send(incoming, texts(err.key, **err.placeholders))
+            return
+        try:
+            sent = await self._async_deliver(
+                "send_voice",
+                {
+                    "config_entry_id": incoming.bot_entry_id,
+                    "chat_id": incoming.chat_id,
+                    "file": str(path),
+                },
+            )
+        finally:
+            await self._executor().run(delete_file, path)
+        if not sent:
+            await self._async_send(incoming, texts("voice_not_sent"))
+
+    async def _async_ask(
+        self, incoming: Incoming, action: PendingAction, text: str, texts: Texts
+    ) -> None:
+        """Send a confirmation request with Confirm and Cancel buttons."""
+        response = await self._async_deliver(
+            "send_message",
+            {
+                "config_entry_id": incoming.bot_entry_id,
+                "chat_id": incoming.chat_id,
+                "message": text,
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+                "inline_keyboard": [
+                    [
+                        [texts("button_confirm"), f"{CMD_CONFIRM}_{action.token}"],
+                        [texts("button_cancel"), f"{CMD_CANCEL}_{action.token}"],
+                    ]
+                ],
+            },
+            return_response=True,
+        )
+        message_id = _sent_message_id(response)
+        if message_id is not None:
+            await self.confirmations.async_attach_message(action, message_id)
 
     async def _async_request_confirmation(
         self,
@@ -703,6 +1195,7 @@ class TelegramGateway:
         Stored first: if the message cannot be sent, /confirm still works. An
         action that cannot be stored is refused: it could never be confirmed.
         """
+        texts = await self._async_texts(incoming)
         try:
             action = await self.confirmations.async_propose(
                 conversation_key=incoming.key,
@@ -711,41 +1204,34 @@ class TelegramGateway:
                 requester=speaker.person,
                 ha_user_id=speaker.ha_user_id,
                 verdicts=proposals,
+                texts=texts,
             )
         except sqlite3.Error as err:
             LOGGER.debug("Confirmation request not stored: %s", err)
-            summary = summarize(
-                self.hass, [call for verdict in proposals for call in verdict.calls]
+            summary = await async_summarize(
+                self.hass,
+                [call for verdict in proposals for call in verdict.calls],
+                texts,
             )
             await self._async_send(
-                incoming, REPLY_CONFIRMATION_NOT_STORED.format(summary=summary)
+                incoming, texts("confirmation_not_stored", summary=summary)
             )
             return
-        response = await self._async_deliver(
-            "send_message",
-            {
-                "config_entry_id": incoming.bot_entry_id,
-                "chat_id": incoming.chat_id,
-                "message": confirmation_text(
-                    action.summary, self.confirmations.timeout, action.reason
-                ),
-                "parse_mode": "plain_text",
-                "disable_web_page_preview": True,
-                "inline_keyboard": [
-                    [
-                        ["Confirm", f"{CMD_CONFIRM}_{action.token}"],
-                        ["Cancel", f"{CMD_CANCEL}_{action.token}"],
-                    ]
-                ],
-            },
-            return_response=True,
+        await self._async_ask(
+            incoming,
+            action,
+            confirmation_text(
+                texts, action.summary, self.confirmations.timeout, action.reason
+            ),
+            texts,
         )
-        message_id = _sent_message_id(response)
-        if message_id is not None:
-            await self.confirmations.async_attach_message(action, message_id)
 
     async def _async_on_press(self, incoming: Incoming) -> None:
         """Decide a pending action from a button press and show the outcome."""
+        if incoming.command == CMD_TASK_CANCEL:
+            await self._async_on_task_press(incoming)
+            return
+        texts = await self._async_texts(incoming)
         try:
             action = await self.confirmations.async_find(
                 token=incoming.text,
@@ -757,13 +1243,12 @@ class TelegramGateway:
                 user=_person(incoming),
                 confirm=incoming.command == CMD_CONFIRM,
                 may_act=self._is_known(incoming),
+                texts=texts,
             )
         except Exception:  # noqa: BLE001 - the press must be answered
             # The claim makes a retry safe: it cannot run the action twice.
             LOGGER.exception("Could not decide a pending action")
-            await self._async_answer_press(
-                incoming, "Something went wrong. /actions shows what happened."
-            )
+            await self._async_answer_press(incoming, texts("press_failed"))
             return
         self.assistant.stats.async_notify()
         try:
@@ -805,7 +1290,9 @@ class TelegramGateway:
             },
         )
 
-    async def _async_decide_command(self, incoming: Incoming, command: str) -> str:
+    async def _async_decide_command(
+        self, incoming: Incoming, command: str, texts: Texts
+    ) -> str:
         """Handle /confirm and /cancel (optionally with a request's token)."""
         name, _, token = command.partition("_")
         action = await self.confirmations.async_find(
@@ -816,43 +1303,51 @@ class TelegramGateway:
             user=_person(incoming),
             confirm=name == CMD_CONFIRM,
             may_act=self._is_known(incoming),
+            texts=texts,
         )
         if result.action is not None and result.outcome not in _NOT_DECIDED:
             await self._async_show_outcome(incoming, result, result.action.message_id)
         self.assistant.stats.async_notify()
         return result.text
 
-    async def _async_recent_actions(self, incoming: Incoming) -> str:
+    async def _async_recent_actions(self, incoming: Incoming, texts: Texts) -> str:
         """Describe the sender's latest audited actions."""
         rows = await self.confirmations.async_recent(_person(incoming), RECENT_ACTIONS)
         if not rows:
-            return "You have no recent actions."
-        lines = ["Your recent actions:"]
+            return texts("actions_none")
+        lines = [texts("actions_title")]
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row["ts"]))
             entities = ", ".join(row["entities"])
+            how = [
+                texts(f"audit_{word}") if word in AUDIT_WORDS else word
+                for word in (row["confirmation"], row["outcome"])
+                if word != "none"
+            ]
             lines.append(
-                f"{when:%m-%d %H:%M} {row['service']} {entities}: "
-                f"{row['confirmation']}, {row['outcome']}".replace(": none, ", ": ")
+                f"{when:%m-%d %H:%M} {row['service']} {entities}: {', '.join(how)}"
             )
         return "\n".join(lines)
 
-    async def _async_recent_searches(self, incoming: Incoming) -> str:
+    async def _async_recent_searches(self, incoming: Incoming, texts: Texts) -> str:
         """Describe the sender's latest web searches, as they were sent."""
         person = _person(incoming)
         rows = await self.assistant.database.async_run(
             lambda conn: search_audit.recent(conn, person, RECENT_SEARCHES)
         )
         if not rows:
-            return "You have no recent web searches."
-        lines = ["Your recent web searches (as sent, personal details removed):"]
+            return texts("searches_none")
+        lines = [texts("searches_title")]
         for row in rows:
             when = dt_util.as_local(dt_util.utc_from_timestamp(row.ts))
-            line = f'{when:%m-%d %H:%M} "{row.query}": {SEARCH_OUTCOMES[row.outcome]}'
+            outcome = texts(SEARCH_OUTCOMES[row.outcome])
+            line = f'{when:%m-%d %H:%M} "{row.query}": {outcome}'
             if row.outcome == search_audit.OUTCOME_SENT:
-                line += f", {row.results} results"
+                line += ", " + texts("search_results", count=row.results)
             if row.categories:
-                line += f"; removed: {', '.join(row.categories)}"
+                line += "; " + texts(
+                    "search_removed", categories=", ".join(row.categories)
+                )
             lines.append(line)
         return "\n".join(lines)
 
@@ -929,36 +1424,47 @@ class TelegramGateway:
                 len(messages),
                 len(chats),
             )
+        # The senders' languages are not known yet after a start: HA's.
+        texts = await async_texts(self.hass)
         for (bot_entry_id, chat_id), quotes in chats.items():
-            text = REPLY_INTERRUPTED.format(
-                messages=(
-                    f"your message {quotes[0]}"
-                    if len(quotes) == 1
-                    else f"your messages {', '.join(quotes[:-1])} and {quotes[-1]}"
-                ),
-                them="it" if len(quotes) == 1 else "them",
+            text = (
+                texts("interrupted_one", message=quotes[0])
+                if len(quotes) == 1
+                else texts(
+                    "interrupted_many",
+                    messages=", ".join(quotes[:-1]),
+                    last=quotes[-1],
+                )
             )
             await self._async_send_to(bot_entry_id, chat_id, text)
 
+    async def _async_texts(self, incoming: Incoming) -> Texts:
+        """Return the fixed texts in the sender's language, else HA's."""
+        return await async_texts(self.hass, incoming.language)
+
     async def _async_command(self, incoming: Incoming) -> None:
         command = incoming.command
+        texts = await self._async_texts(incoming)
         if command in ("/help", "/start"):
-            reply = HELP_TEXT
+            reply = texts("help")
         elif command == "/new":
             await self.assistant.async_new_session(incoming.key)
-            reply = REPLY_NEW_SESSION
+            reply = texts("new_session")
         elif command is not None and command.partition("_")[0] in (
             CMD_CONFIRM,
             CMD_CANCEL,
         ):
-            reply = await self._async_decide_command(incoming, command)
+            reply = await self._async_decide_command(incoming, command, texts)
+        elif command == CMD_TASKS:
+            await self._async_show_tasks(incoming)
+            return
         elif command == "/actions":
-            reply = await self._async_recent_actions(incoming)
+            reply = await self._async_recent_actions(incoming, texts)
         elif command == "/searchlog":
-            reply = await self._async_recent_searches(incoming)
+            reply = await self._async_recent_searches(incoming, texts)
         elif command == "/forget" and not self._is_known(incoming):
             # Memory writes are for known people only.
-            reply = NOT_KNOWN_REPLY
+            reply = texts("not_known_reply")
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(
@@ -967,11 +1473,114 @@ class TelegramGateway:
                 ha_user_id=self.user_mapping.get(str(incoming.user_id)),
             ).profile_key
             reply = await async_memory_command(
-                self.assistant.memory, profile_key, command, incoming.text
+                self.assistant.memory, profile_key, command, incoming.text, texts
             )
         else:
-            reply = REPLY_UNKNOWN_COMMAND.format(command=command)
+            reply = texts("unknown_command", command=command)
         await self._async_send(incoming, reply)
+
+    async def _async_show_tasks(
+        self, incoming: Incoming, message_id: int | None = None
+    ) -> None:
+        """Send /tasks (or refresh the list in ``message_id``), a button per task."""
+        text, keyboard = await async_listing(
+            self.tasks,
+            await self._async_texts(incoming),
+            person=_person(incoming),
+            ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            everyone=incoming.text.strip().lower() == "all",
+        )
+        target: dict[str, Any] = {
+            "config_entry_id": incoming.bot_entry_id,
+            "chat_id": incoming.chat_id,
+            "message": text,
+            "parse_mode": "plain_text",
+            "disable_web_page_preview": True,
+        }
+        if message_id is not None:
+            await self._async_call(
+                "edit_message",
+                {**target, "message_id": message_id, "inline_keyboard": keyboard},
+            )
+            return
+        await self.async_send_text(
+            incoming.bot_entry_id, incoming.chat_id, text, keyboard
+        )
+
+    async def _async_on_task_press(self, incoming: Incoming) -> None:
+        """Cancel the task a /tasks button names, then refresh the list."""
+        texts = await self._async_texts(incoming)
+        if not self._is_known(incoming):
+            # Only people the assistant knows may cancel (security/people.py).
+            await self._async_answer_press(incoming, texts("not_known_decision"))
+            return
+        cancelled, text = await async_cancel_press(
+            self.tasks,
+            incoming.text,
+            texts,
+            person=_person(incoming),
+            ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+        )
+        await self._async_answer_press(incoming, text)
+        if cancelled and incoming.message_id is not None:
+            # The list shows the presser's own tasks, left after the cancel.
+            await self._async_show_tasks(
+                replace(incoming, command=None, text=""),
+                incoming.message_id,
+            )
+
+    def language_of(self, user_id: int) -> str | None:
+        """Return a Telegram user's language_code, if their updates told it."""
+        return self._languages.get(user_id)
+
+    async def async_send_text(
+        self,
+        bot_entry_id: str,
+        chat_id: int,
+        text: str,
+        keyboard: Keyboard | None = None,
+    ) -> None:
+        """Send a message the integration wrote (a task firing, /tasks)."""
+        parts = split_message(text)
+        for index, part in enumerate(parts):
+            data: dict[str, Any] = {
+                "config_entry_id": bot_entry_id,
+                "chat_id": chat_id,
+                "message": part,
+                "parse_mode": "plain_text",
+                "disable_web_page_preview": True,
+            }
+            if keyboard and index == len(parts) - 1:
+                data["inline_keyboard"] = keyboard
+            await self._async_call("send_message", data)
+
+    async def async_request_confirmation(  # noqa: PLR0913 - keyword-only
+        self,
+        *,
+        bot_entry_id: str,
+        chat_id: int,
+        person: str,
+        ha_user_id: str | None,
+        proposals: Sequence[Verdict],
+        language: str | None = None,
+    ) -> None:
+        """Ask ``person`` to confirm, as after a turn (a task's action when due).
+
+        In ``language``, the one the task's maker reads (their Telegram
+        language when known, else the task's, else HA's).
+        """
+        user_id = _as_int(person.partition(":")[2]) or 0
+        await self._async_request_confirmation(
+            Incoming(bot_entry_id, chat_id, user_id, None, None, "", language=language),
+            Speaker(
+                person=person,
+                name=None,
+                ha_user_id=ha_user_id,
+                chat_id=chat_id,
+                language=language,
+            ),
+            proposals,
+        )
 
     def _is_known(self, incoming: Incoming) -> bool:
         """Tell whether the sender may change state and confirm (see people.py)."""
@@ -1143,15 +1752,48 @@ def _sent_message_id(response: ServiceResponse | bool) -> int | None:  # noqa: F
     return None
 
 
-def confirmation_text(summary: str, timeout: float, reason: str | None = None) -> str:
+def confirmation_text(
+    texts: Texts, summary: str, timeout: float, reason: str | None = None
+) -> str:
     """Write the confirmation request from the resolved action.
 
     ``reason`` says why outside text made it ask (the taint rule); /new is how
     the user ends that conversation.
     """
+    expiry = expiry_text(texts, timeout)
+    if reason:
+        return texts(
+            "confirm_request_tainted", summary=summary, reason=reason, expiry=expiry
+        )
+    return texts("confirm_request", summary=summary, expiry=expiry)
+
+
+def expiry_text(texts: Texts, timeout: float) -> str:
+    """Say how long a confirmation request lives."""
     if timeout < 120:  # noqa: PLR2004 - below two minutes, count seconds
-        expiry = f"{int(timeout)} second{'s' if int(timeout) != 1 else ''}"
-    else:
-        expiry = f"{int(timeout // 60)} minutes"
-    why = f"\n\n{reason} /new ends it." if reason else ""
-    return f"Please confirm:\n{summary}{why}\n\nThis request expires in {expiry}."
+        seconds = int(timeout)
+        return (
+            texts("expiry_one_second")
+            if seconds == 1
+            else texts("expiry_seconds", count=seconds)
+        )
+    return texts("expiry_minutes", count=int(timeout // 60))
+
+
+def _file_title(attachment: Attachment) -> str:
+    """Return a file's title in the documents: its name, on one line."""
+    title = " ".join(attachment.display_name.split())
+    return title[:MAX_DOCUMENT_TITLE_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class MediaTurn:
+    """How a voice note or photo changes a turn."""
+
+    # Put before the answer (the transcript of a voice note).
+    prefix: str = ""
+    images: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    model: Runnable[list[AnyMessage], AIMessage] | None = None
+    # Answer a voice note with a voice note too (when voice_replies is on).
+    voice: bool = False

@@ -30,10 +30,6 @@ from ..model_server import is_bad_tool_call
 from .prompts import (
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
-    REPLY_CUT_AT_LIMIT,
-    REPLY_GAVE_UP,
-    REPLY_TOO_MANY_STEPS,
-    REPLY_UNUSABLE,
     SYSTEM_PROMPT,
 )
 from .reply_check import (
@@ -55,7 +51,7 @@ from .turns import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from langchain_core.language_models import BaseChatModel
     from langchain_core.runnables import Runnable
@@ -119,6 +115,9 @@ class TurnRuntime:
     # Tells whether the server is still loading the model (it then gets more
     # than the silence limit for its first word).
     loading: Callable[[], Awaitable[bool]] | None = None
+    # Photos (base64 JPEG) sent with this turn's message to a vision model:
+    # in the requests of this turn only, never in the checkpointed history.
+    images: tuple[str, ...] = ()
 
 
 def new_turn_id() -> str:
@@ -242,7 +241,32 @@ def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
         turn.tools.mark_tainted(source)
     # Facts may be remembered only from the user's own words in this prompt.
     turn.tools.user_texts = user_texts(result)
+    if turn.images:
+        turn_id = state.get("turn_id")
+        result = [
+            with_images(message, turn.images) if message.id == turn_id else message
+            for message in result
+        ]
     return result
+
+
+def with_images(message: AnyMessage, images: Sequence[str]) -> AnyMessage:
+    """Return a copy of the user's message carrying photos.
+
+    LangChain's image parts with data URLs: ChatOllama sends them as Ollama's
+    ``images``, ChatOpenAI as OpenAI's ``image_url`` content parts.
+    """
+    parts: list[str | dict[Any, Any]] = [
+        {"type": "text", "text": message_text_raw(message)},
+        *(
+            {
+                "type": "image_url",
+                "image_url": {"url": f"data:image/jpeg;base64,{image}"},
+            }
+            for image in images
+        ),
+    ]
+    return message.model_copy(update={"content": parts})
 
 
 async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str, Any]:
@@ -274,8 +298,11 @@ async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str,
     turn.prepared = prepared
     if sources := state.get("text_sources"):
         mark_message(prepared.user, sources)
-    if prepared.notice:
-        turn.tools.notices.append(prepared.notice)
+    if prepared.cut is not None:
+        kept, total = prepared.cut
+        turn.tools.notices.append(
+            turn.tools.texts("message_cut", kept=f"{kept:,}", total=f"{total:,}")
+        )
     return {
         "messages": [
             RemoveMessage(id=REMOVE_ALL_MESSAGES),
@@ -301,7 +328,10 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
 
     def retry(*messages: AnyMessage) -> dict[str, Any]:
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS:
-            return {"messages": [_final(REPLY_GAVE_UP)], "route": "finish"}
+            return {
+                "messages": [_final(turn.tools.texts("gave_up"))],
+                "route": "finish",
+            }
         return {
             "messages": list(messages),
             "feedback_rounds": feedback_rounds + 1,
@@ -352,14 +382,17 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
     if "length" in {metadata.get("done_reason"), metadata.get("finish_reason")}:
         # Cut at num_predict (Ollama's done_reason, OpenAI's finish_reason):
         # the user is told, in the integration's words.
-        turn.tools.notices.append(REPLY_CUT_AT_LIMIT)
+        turn.tools.notices.append(turn.tools.texts("cut_at_limit"))
     if (junk := check_reply(text)) is not None:
         # One correction, then an honest apology: never the junk itself.
         LOGGER.debug("The model wrote %s instead of an answer", junk.junk)
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS or corrected_before(
             state.get("messages", []), state.get("turn_id")
         ):
-            return {"messages": [_final(REPLY_UNUSABLE)], "route": "finish"}
+            return {
+                "messages": [_final(turn.tools.texts("unusable"))],
+                "route": "finish",
+            }
         return retry(rejected_answer(response, text), _feedback(junk.feedback))
     return {"messages": [response], "route": "finish"}
 
@@ -397,12 +430,12 @@ async def call_tools(
     if malformed:
         feedback_rounds = state.get("feedback_rounds", 0)
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS:
-            update["messages"] = [*results, _final(REPLY_GAVE_UP)]
+            update["messages"] = [*results, _final(turn.tools.texts("gave_up"))]
             update["route"] = "finish"
             return update
         update["feedback_rounds"] = feedback_rounds + 1
     if tool_rounds >= MAX_TOOL_ROUNDS and update["route"] == "agent":
-        update["messages"] = [*results, _final(REPLY_TOO_MANY_STEPS)]
+        update["messages"] = [*results, _final(turn.tools.texts("too_many_steps"))]
         update["route"] = "finish"
     return update
 

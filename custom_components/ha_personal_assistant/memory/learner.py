@@ -27,7 +27,7 @@ from ..const import (
     LOGGER,
     PROFILE_DECAY_INTERVAL_HOURS,
 )
-from . import store
+from ..store import profile as store
 from .profile import LearnedFact, parse_category
 from .text import grounded
 
@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
 
-    from ..assistant import Assistant, Interaction
+    from ..assistant import Assistant
+    from ..models import Interaction
     from .profile import ProfileMemory
 
 MAX_FACTS_PER_CALL: Final = 5

@@ -9,15 +9,23 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..const import LEARNED_MAX_CONFIDENCE, MAX_FACT_CHARS, PROFILE_CONFIDENCE_FLOOR
 from ..security.firewall import check_text
-from . import store
-from .store import Category, NewFact, ProfileEntry, SaveResult, Sensitivity, Source
+from ..store import profile as store
+from ..store.profile import (
+    Category,
+    NewFact,
+    ProfileEntry,
+    SaveResult,
+    Sensitivity,
+    Source,
+)
 from .text import closeness, near_identical, tokens
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Sequence
 
-    from ..assistant import MemorySource
+    from ..i18n import Texts
+    from ..models import MemorySource
     from ..store.database import Database
 
 # A query names an entry when half its words are in it (see closeness):
@@ -53,19 +61,6 @@ _HABIT: Final = re.compile(
     r"\b(?:every|usually|always|often|daily|weekdays?|weekends?|each|mornings?|"
     r"evenings?|nights?)\b",
     re.IGNORECASE,
-)
-
-REPLY_NO_MEMORY: Final = "My memory is not available right now."
-REPLY_KNOWS_NOTHING: Final = (
-    "I don't know anything about you yet. Tell me something to remember, for "
-    'example: "remember that I like the bedroom at 19 degrees".'
-)
-REPLY_FORGET_WHAT: Final = (
-    "Tell me what to forget, for example: /forget bedroom temperature. "
-    "/memory lists what I know about you."
-)
-REPLY_NOTHING_CLOSE: Final = (
-    'I don\'t know anything like "{query}". /memory lists what I know about you.'
 )
 
 
@@ -331,23 +326,27 @@ class ProfileMemory:
 
 
 async def async_memory_command(
-    memory: MemorySource | None, person: str, command: str, argument: str
+    memory: MemorySource | None,
+    person: str,
+    command: str,
+    argument: str,
+    texts: Texts,
 ) -> str:
     """Answer /memory (list) and /forget <thing> for the sender, without the model."""
     if not isinstance(memory, ProfileMemory):
-        return REPLY_NO_MEMORY
+        return texts("memory_unavailable")
     if command == "/memory":
         known = await memory.async_entries(person)
         if not known:
-            return REPLY_KNOWS_NOTHING
-        lines = ["What I know about you:"]
+            return texts("memory_empty")
+        lines = [texts("memory_title")]
         lines.extend(f"{n}. {line_of(entry)}" for n, entry in enumerate(known, 1))
         lines.append("")
-        lines.append("/forget <thing> removes an entry.")
+        lines.append(texts("memory_forget_hint"))
         return "\n".join(lines)
     if not argument.strip():
-        return REPLY_FORGET_WHAT
+        return texts("forget_what")
     removed = await memory.async_forget(person, argument)
     if not removed:
-        return REPLY_NOTHING_CLOSE.format(query=argument.strip())
-    return "\n".join(["Forgotten:", *(f"- {entry.content}" for entry in removed)])
+        return texts("forget_nothing_close", query=argument.strip())
+    return "\n".join([texts("forgotten"), *(f"- {entry.content}" for entry in removed)])

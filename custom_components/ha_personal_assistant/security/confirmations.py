@@ -21,45 +21,71 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 from homeassistant.const import ATTR_ENTITY_ID
+from homeassistant.helpers.translation import async_get_translations
 
-from ..const import LOGGER
+from ..const import DOMAIN, LOGGER
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
-from .people import NOT_KNOWN_DECISION
+from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from homeassistant.core import HomeAssistant
 
+    from ..i18n import Texts
     from ..store.database import Database
     from .permissions import Policy, Verdict
 
-# Readable verbs for the confirmation message; the rest are derived.
+# Readable verbs for the confirmation message (keys of the translations); the
+# other actions take Home Assistant's own name of the service.
 VERBS: Final = {
-    ("lock", "unlock"): "Unlock",
-    ("lock", "open"): "Open the door of",
-    ("lock", "lock"): "Lock",
-    ("cover", "open_cover"): "Open",
-    ("cover", "close_cover"): "Close",
-    ("cover", "set_cover_position"): "Move",
-    ("cover", "toggle"): "Open or close",
-    ("valve", "open_valve"): "Open",
-    ("valve", "set_valve_position"): "Move",
-    ("alarm_control_panel", "alarm_disarm"): "Disarm",
-    ("alarm_control_panel", "alarm_arm_away"): "Arm (away)",
-    ("alarm_control_panel", "alarm_arm_home"): "Arm (home)",
-    ("alarm_control_panel", "alarm_arm_night"): "Arm (night)",
-    ("alarm_control_panel", "alarm_arm_vacation"): "Arm (vacation)",
-    ("alarm_control_panel", "alarm_trigger"): "Trigger",
-    ("camera", "turn_off"): "Turn off",
-    ("camera", "turn_on"): "Turn on",
-    ("automation", "trigger"): "Run",
-    ("scene", "turn_on"): "Activate",
+    ("lock", "unlock"): "verb_lock_unlock",
+    ("lock", "open"): "verb_lock_open",
+    ("lock", "lock"): "verb_lock_lock",
+    ("cover", "open_cover"): "verb_cover_open",
+    ("cover", "close_cover"): "verb_cover_close",
+    ("cover", "set_cover_position"): "verb_cover_move",
+    ("cover", "toggle"): "verb_cover_toggle",
+    ("valve", "open_valve"): "verb_cover_open",
+    ("valve", "set_valve_position"): "verb_cover_move",
+    ("alarm_control_panel", "alarm_disarm"): "verb_alarm_disarm",
+    ("alarm_control_panel", "alarm_arm_away"): "verb_alarm_arm_away",
+    ("alarm_control_panel", "alarm_arm_home"): "verb_alarm_arm_home",
+    ("alarm_control_panel", "alarm_arm_night"): "verb_alarm_arm_night",
+    ("alarm_control_panel", "alarm_arm_vacation"): "verb_alarm_arm_vacation",
+    ("alarm_control_panel", "alarm_trigger"): "verb_alarm_trigger",
+    ("camera", "turn_off"): "verb_turn_off",
+    ("camera", "turn_on"): "verb_turn_on",
+    ("automation", "trigger"): "verb_automation_trigger",
+    ("scene", "turn_on"): "verb_scene_activate",
 }
+# The integration's own calls (tasks/manager.py), confirmed like services:
+# said with the task's id and the integration's description of it.
+TASK_VERBS: Final = {
+    (DOMAIN, "create_task"): "verb_task_create",
+    (DOMAIN, "cancel_task"): "verb_task_cancel",
+}
+# The same for a service of any domain.
+SERVICE_VERBS: Final = {
+    "turn_on": "verb_turn_on",
+    "turn_off": "verb_turn_off",
+    "toggle": "verb_toggle",
+}
+# The integration's descriptions of untrusted text (ToolContext.taint_sources)
+# and how the Confirm message names them in the person's language.
+PHOTO_SOURCE: Final = "a photo"
+_SOURCE_KEYS: Final = {
+    PHOTO_SOURCE: "source_photo",
+    "a web search": "source_web",
+    "the household's documents": "source_documents",
+    NOT_KNOWN_SOURCE: "source_not_known",
+}
+_ENTITY_TEXT: Final = re.compile(r"text of ([a-z0-9_]+\.[a-z0-9_]+)")
+_TOOL_RESULTS: Final = re.compile(r"([a-z_]+) results")
 
 
 class Outcome(StrEnum):
@@ -96,6 +122,8 @@ MAX_EFFECTS_SHOWN: Final = 10
 MAX_CALLS_SHOWN: Final = 10
 MAX_SOURCES_SHOWN: Final = 5
 MAX_ERROR_CHARS: Final = 300
+# A task's description in the Confirm message (tasks/describe.summary_line).
+MAX_TASK_CHARS: Final = 240
 # Combining marks kept per character: more stack up over the lines around.
 MAX_MARKS: Final = 2
 # Unicode categories dropped: format characters (bidi overrides and isolates,
@@ -111,7 +139,6 @@ _SECRET_WORDS: Final = frozenset(
     {"code", "pin", "pass", "password", "passwd", "pwd", "secret", "token", "otp"}
 )
 _SECRET_ENDINGS: Final = ("code", "pin", "pass", "password", "pwd", "secret", "token")
-CODE_GIVEN: Final = "a code was given (not shown)"
 
 
 def one_line(value: object, limit: int) -> str:
@@ -162,32 +189,32 @@ def _key_text(key: object) -> str:
     return quoted(text, MAX_KEY_CHARS)
 
 
-def _cleaned(value: object) -> object:
+def _cleaned(value: object, texts: Texts) -> object:
     """Return a list or mapping with its texts one-lined and its codes hidden."""
     if isinstance(value, Mapping):
         return {
             one_line(key, MAX_KEY_CHARS): (
-                "(not shown)" if is_secret_key(str(key)) else _cleaned(item)
+                texts("not_shown") if is_secret_key(str(key)) else _cleaned(item, texts)
             )
             for key, item in value.items()
         }
     if isinstance(value, (list, tuple)):
-        return [_cleaned(item) for item in value]
+        return [_cleaned(item, texts) for item in value]
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return one_line(value, MAX_VALUE_CHARS)
 
 
-def describe_value(key: str, value: object) -> str:
+def describe_value(key: str, value: object, texts: Texts) -> str:
     """Render one service data value as one bounded line; text quoted, codes hidden."""
     if is_secret_key(key):
-        return CODE_GIVEN
+        return texts("code_given")
     if value is None or isinstance(value, (bool, int, float)):
         return json.dumps(value)
     if isinstance(value, str):
         return quoted(value, MAX_VALUE_CHARS)
     text = json.dumps(
-        _cleaned(value), ensure_ascii=False, separators=(", ", ": "), default=str
+        _cleaned(value, texts), ensure_ascii=False, separators=(", ", ": "), default=str
     )
     return one_line(text, MAX_VALUE_CHARS)
 
@@ -199,7 +226,7 @@ def entity_label(hass: HomeAssistant, entity_id: str) -> str:
     return f"{name} ({entity_id})" if name else entity_id
 
 
-def _scene_effects(hass: HomeAssistant, scene_id: str) -> list[str]:
+def _scene_effects(hass: HomeAssistant, scene_id: str, texts: Texts) -> list[str]:
     """Describe what a scene of HA's own sets, one member per line."""
     states = scene_states(hass, scene_id)
     if not states:
@@ -212,53 +239,112 @@ def _scene_effects(hass: HomeAssistant, scene_id: str) -> list[str]:
             if _PLAIN_STATE.fullmatch(value) and len(value) <= MAX_KEY_CHARS
             else quoted(value, MAX_VALUE_CHARS)
         )
-        lines.append(f"sets {entity_label(hass, entity_id)} to {shown}")
+        lines.append(
+            texts("scene_sets", entity=entity_label(hass, entity_id), state=shown)
+        )
     if len(states) > MAX_EFFECTS_SHOWN:
-        lines.append(f"and {len(states) - MAX_EFFECTS_SHOWN} more")
+        lines.append(texts("and_more", count=len(states) - MAX_EFFECTS_SHOWN))
     return lines
 
 
-def describe_call(hass: HomeAssistant, call: ResolvedCall) -> str:
+def describe_call(
+    hass: HomeAssistant,
+    call: ResolvedCall,
+    texts: Texts,
+    service_names: Mapping[str, str] | None = None,
+) -> str:
     """Describe a resolved call from the entities it touches, never from model prose.
 
     The first line is the action and its entities (names from HA, one-lined);
     then one bounded line per data value (text in quotes, codes never shown)
-    and, for a scene, one line per entity it sets.
+    and, for a scene, one line per entity it sets. ``service_names`` holds
+    Home Assistant's names of the services in the reader's language (the
+    ``services`` translations), for the actions without a verb of our own.
     """
-    verb = VERBS.get(
-        (call.domain, call.service), call.service.replace("_", " ").capitalize()
-    )
+    if (task_key := TASK_VERBS.get((call.domain, call.service))) is not None:
+        return texts(
+            task_key,
+            task=call.data.get("task"),
+            summary=one_line(call.data.get("summary"), MAX_TASK_CHARS),
+        )
     names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
     if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
-        names.append(f"and {len(call.entity_ids) - MAX_ENTITIES_SHOWN} more")
-    lines = [f"{verb} {', '.join(names)}"]
+        names.append(texts("and_more", count=len(call.entity_ids) - MAX_ENTITIES_SHOWN))
+    listed = ", ".join(names)
+    key = VERBS.get((call.domain, call.service)) or SERVICE_VERBS.get(call.service)
+    name = (service_names or {}).get(
+        f"component.{call.domain}.services.{call.service}.name"
+    )
+    if key is not None:
+        head = texts(key, names=listed)
+    elif name:
+        # Home Assistant's name, such as "Set target temperature".
+        head = texts(
+            "verb_service", service=one_line(name, MAX_NAME_CHARS), names=listed
+        )
+    else:
+        # A service without a name in any language: its id.
+        head = f"{call.service.replace('_', ' ').capitalize()} {listed}".rstrip()
+    lines = [head]
     details = sorted(
         ((str(k), v) for k, v in call.data.items() if k != ATTR_ENTITY_ID),
         key=lambda item: item[0],
     )
     lines.extend(
-        f"{_key_text(key)}: {describe_value(key, value)}"
+        f"{_key_text(key)}: {describe_value(key, value, texts)}"
         for key, value in details[:MAX_VALUES_SHOWN]
     )
     if len(details) > MAX_VALUES_SHOWN:
-        lines.append(f"and {len(details) - MAX_VALUES_SHOWN} more values")
+        lines.append(texts("more_values", count=len(details) - MAX_VALUES_SHOWN))
     if (call.domain, call.service) == ("scene", "turn_on"):
         for scene_id in call.entity_ids[:MAX_ENTITIES_SHOWN]:
-            lines.extend(_scene_effects(hass, scene_id))
+            lines.extend(_scene_effects(hass, scene_id, texts))
     return "\n  ".join(lines)
 
 
-def summarize(hass: HomeAssistant, calls: Sequence[ResolvedCall]) -> str:
+def summarize(
+    hass: HomeAssistant,
+    calls: Sequence[ResolvedCall],
+    texts: Texts,
+    service_names: Mapping[str, str] | None = None,
+) -> str:
     """Describe every call of a pending action, one per line when several."""
-    lines = [describe_call(hass, call) for call in calls[:MAX_CALLS_SHOWN]]
+    lines = [
+        describe_call(hass, call, texts, service_names)
+        for call in calls[:MAX_CALLS_SHOWN]
+    ]
     if len(calls) > MAX_CALLS_SHOWN:
-        lines.append(f"and {len(calls) - MAX_CALLS_SHOWN} more actions")
+        lines.append(texts("more_actions", count=len(calls) - MAX_CALLS_SHOWN))
     if len(lines) == 1:
         return lines[0]
     return "\n".join(f"• {line}" for line in lines)
 
 
-def taint_reason(verdicts: Sequence[Verdict]) -> str | None:
+async def async_summarize(
+    hass: HomeAssistant, calls: Sequence[ResolvedCall], texts: Texts
+) -> str:
+    """Describe the calls, naming services as Home Assistant does in the language."""
+    domains = {call.domain for call in calls}
+    try:
+        names = await async_get_translations(hass, texts.language, "services", domains)
+    except Exception as err:  # noqa: BLE001 - the service ids still name them
+        LOGGER.debug("No service names in %s: %s", texts.language, err)
+        names = {}
+    return summarize(hass, calls, texts, names)
+
+
+def source_label(source: str, texts: Texts) -> str:
+    """Name a source of untrusted text in the reader's language."""
+    if (key := _SOURCE_KEYS.get(source)) is not None:
+        return texts(key)
+    if match := _ENTITY_TEXT.fullmatch(source):
+        return texts("source_entity_text", entity=match.group(1))
+    if match := _TOOL_RESULTS.fullmatch(source):
+        return texts("source_tool_results", tool=match.group(1))
+    return source
+
+
+def taint_reason(verdicts: Sequence[Verdict], texts: Texts) -> str | None:
     """Say, in the integration's words, why outside text makes this ask.
 
     None when no outside text was in the conversation. The sources are the
@@ -269,23 +355,34 @@ def taint_reason(verdicts: Sequence[Verdict]) -> str | None:
             line
             for verdict in verdicts
             for source in verdict.taint_sources
-            if (line := one_line(source, MAX_NAME_CHARS))
+            if (line := one_line(source_label(source, texts), MAX_NAME_CHARS))
         )
     )
     if not sources:
         return None
-    listed = ", ".join(sources[:MAX_SOURCES_SHOWN])
+    shown = sources[:MAX_SOURCES_SHOWN]
     if len(sources) > MAX_SOURCES_SHOWN:
-        listed += f" and {len(sources) - MAX_SOURCES_SHOWN} more"
+        shown.append(texts("and_more", count=len(sources) - MAX_SOURCES_SHOWN))
+    listed = ", ".join(shown)
     if any(verdict.because_of_taint for verdict in verdicts):
-        return (
-            "I ask because text from outside the house is still in this "
-            f"conversation ({listed})."
-        )
-    return (
-        "Text from outside the house is still in this conversation "
-        f"({listed}): make sure this is what you asked for."
-    )
+        return texts("taint_asks", sources=listed)
+    return texts("taint_note", sources=listed)
+
+
+# Runs a call that is the integration's own, not a Home Assistant service
+# (confirming a task made while outside text was in the prompt).
+type InternalHandler = Callable[[PendingAction, ResolvedCall], Awaitable[None]]
+# Pending actions of the integration's own (not a Home Assistant service):
+# run by a runner the gateway registers, on the same Confirm and with the
+# same once-only claim.
+ADD_FILE: Final = "add_file"
+
+type Runner = Callable[[ResolvedCall, "Texts"], Awaitable[None]]
+
+
+def is_internal(call: ResolvedCall) -> bool:
+    """Tell a pending action of the integration's own from a service call."""
+    return call.domain == DOMAIN
 
 
 def _no_fault(_step: str) -> None:
@@ -313,6 +410,15 @@ class ConfirmationManager:
         # A crash-injection seam: called with a step name before each step
         # between a decision and its audit row.
         self.fault: Callable[[str], None] = _no_fault
+        # Calls of the integration's own, by (domain, service): run by their
+        # handler instead of Home Assistant, after the same Confirm.
+        self.internal: dict[tuple[str, str], InternalHandler] = {}
+        # The integration's own kinds of action (ADD_FILE) -> what runs them.
+        self.runners: dict[str, Runner] = {}
+
+    def _is_own(self, call: ResolvedCall) -> bool:
+        """Tell a call the integration runs itself from a Home Assistant service."""
+        return (call.domain, call.service) in self.internal or is_internal(call)
 
     async def async_recover(self) -> list[PendingAction]:
         """Settle what a crash or restart left half done."""
@@ -336,12 +442,25 @@ class ConfirmationManager:
         requester: str,
         ha_user_id: str | None,
         verdicts: Sequence[Verdict],
+        texts: Texts,
     ) -> PendingAction:
-        """Store one pending action covering every proposal of a turn."""
-        calls = tuple(call for verdict in verdicts for call in verdict.calls)
+        """Store one pending action covering every proposal of a turn.
+
+        Its summary is written once, in the requester's language ``texts``.
+        """
+        # Never one of the integration's own kinds (an added file) from the
+        # model's calls: those are proposed by the integration alone
+        # (async_propose_internal). Task proposals come from the task tools,
+        # whose handlers are registered in ``internal``.
+        calls = tuple(
+            call
+            for verdict in verdicts
+            for call in verdict.calls
+            if not is_internal(call) or (call.domain, call.service) in self.internal
+        )
         now = time.time()
-        summary = summarize(self.hass, calls)
-        reason = taint_reason(verdicts)
+        summary = await async_summarize(self.hass, calls, texts)
+        reason = taint_reason(verdicts, texts)
         return await self.database.async_run(
             lambda conn: store.insert_action(
                 conn,
@@ -354,6 +473,37 @@ class ConfirmationManager:
                 calls=calls,
                 summary=summary,
                 reason=reason,
+                now=now,
+                expires_at=now + self.timeout,
+            )
+        )
+
+    async def async_propose_internal(  # noqa: PLR0913 - who asked, where, and what
+        self,
+        *,
+        conversation_key: str,
+        bot_entry_id: str | None,
+        chat_id: int | None,
+        requester: str,
+        call: ResolvedCall,
+        summary: str,
+    ) -> PendingAction:
+        """Store one of the integration's own actions, to run on Confirm.
+
+        ``summary`` is written by the integration (never by the model).
+        """
+        now = time.time()
+        return await self.database.async_run(
+            lambda conn: store.insert_action(
+                conn,
+                token=secrets.token_hex(8),
+                conversation_key=conversation_key,
+                bot_entry_id=bot_entry_id,
+                chat_id=chat_id,
+                requester=requester,
+                ha_user_id=None,
+                calls=(call,),
+                summary=summary,
                 now=now,
                 expires_at=now + self.timeout,
             )
@@ -387,26 +537,24 @@ class ConfirmationManager:
         user: str,
         confirm: bool,
         may_act: bool,
+        texts: Texts,
     ) -> DecisionResult:
         """Confirm or cancel an action for ``user``; runs it at most once.
 
         ``may_act`` says whether ``user`` is a known person: anyone else never
-        confirms or cancels, not even as an admin.
+        confirms or cancels, not even as an admin. ``texts`` are in the
+        language of the person deciding.
         """
         if not may_act:
-            return DecisionResult(Outcome.NOT_ALLOWED, NOT_KNOWN_DECISION, action)
+            return DecisionResult(
+                Outcome.NOT_ALLOWED, texts("not_known_decision"), action
+            )
         if action is None:
-            return DecisionResult(
-                Outcome.NOT_FOUND, "Nothing is waiting for your confirmation."
-            )
+            return DecisionResult(Outcome.NOT_FOUND, texts("nothing_waiting"))
         if user != action.requester and user not in self.admins:
-            return DecisionResult(
-                Outcome.NOT_YOURS,
-                "Only the person who asked can confirm or cancel this.",
-                action,
-            )
+            return DecisionResult(Outcome.NOT_YOURS, texts("not_yours"), action)
         if action.status != Status.PENDING:
-            return DecisionResult(Outcome.ALREADY, _already_text(action), action)
+            return DecisionResult(Outcome.ALREADY, _already_text(action, texts), action)
         self.fault("before_expiry_check")
         now = time.time()
         if now > action.expires_at:
@@ -414,29 +562,43 @@ class ConfirmationManager:
                 action,
                 user,
                 now,
-                (Status.EXPIRED, "late", Outcome.EXPIRED),
-                f"This request expired, so nothing was done: {action.summary}",
+                (
+                    Status.EXPIRED,
+                    "late",
+                    Outcome.EXPIRED,
+                    texts("expired", summary=action.summary),
+                ),
+                texts,
             )
         if not confirm:
             return await self._async_close(
                 action,
                 user,
                 now,
-                (Status.CANCELLED, "cancelled", Outcome.CANCELLED),
-                f"Cancelled: {action.summary}",
+                (
+                    Status.CANCELLED,
+                    "cancelled",
+                    Outcome.CANCELLED,
+                    texts("cancelled", summary=action.summary),
+                ),
+                texts,
             )
-        return await self._async_execute(action, user, now)
+        return await self._async_execute(action, user, now, texts)
 
     async def _async_close(
         self,
         action: PendingAction,
         user: str,
         now: float,
-        how: tuple[str, str, Outcome],
-        text: str,
+        how: tuple[str, str, Outcome, str],
+        texts: Texts,
     ) -> DecisionResult:
-        """End a pending action without running it (cancelled or expired)."""
-        status, confirmation, outcome = how
+        """End a pending action without running it (cancelled or expired).
+
+        ``how`` is the status, the audit's confirmation, the outcome and the
+        text to show.
+        """
+        status, confirmation, outcome, text = how
         closed = await self.database.async_run(
             lambda conn: store.close_pending(
                 conn,
@@ -448,19 +610,21 @@ class ConfirmationManager:
             )
         )
         if not closed:
-            return await self._async_already(action)
+            return await self._async_already(action, texts)
         return DecisionResult(outcome, text, action)
 
-    async def _async_already(self, action: PendingAction) -> DecisionResult:
+    async def _async_already(
+        self, action: PendingAction, texts: Texts
+    ) -> DecisionResult:
         fresh = await self.database.async_run(
             lambda conn: store.get_action(conn, action.id)
         )
         return DecisionResult(
-            Outcome.ALREADY, _already_text(fresh or action), fresh or action
+            Outcome.ALREADY, _already_text(fresh or action, texts), fresh or action
         )
 
     async def _async_execute(
-        self, action: PendingAction, user: str, now: float
+        self, action: PendingAction, user: str, now: float, texts: Texts
     ) -> DecisionResult:
         """Claim, run and record an action; the claim makes it run at most once."""
         self.fault("before_claim")
@@ -471,18 +635,27 @@ class ConfirmationManager:
             )
         )
         if not claimed:
-            return await self._async_already(action)
+            return await self._async_already(action, texts)
         self.fault("after_claim")
         started = time.monotonic()
         ok = True
         outcome = "executed"
         try:
             self.fault("before_recheck")
-            self._recheck(action.calls)
+            services = [call for call in action.calls if not self._is_own(call)]
+            self._recheck(services)
             self.fault("before_service_call")
-            await async_run_calls(
-                self.hass, action.calls, action.ha_user_id, action.requester
-            )
+            for call in action.calls:
+                if (
+                    handler := self.internal.get((call.domain, call.service))
+                ) is not None:
+                    await handler(action, call)
+                elif is_internal(call):
+                    await self._async_run_internal([call], texts)
+                else:
+                    await async_run_calls(
+                        self.hass, [call], action.ha_user_id, action.requester
+                    )
             self.fault("after_service_call")
         except ToolError as err:
             ok = False
@@ -501,14 +674,31 @@ class ConfirmationManager:
         )
         self.fault("after_finish")
         if ok:
-            return DecisionResult(Outcome.DONE, f"Done: {action.summary}", action)
+            return DecisionResult(
+                Outcome.DONE, texts("done", summary=action.summary), action
+            )
         # The error comes from Home Assistant or the device, not from us: one
         # bounded line, like every other value in the message.
         return DecisionResult(
             Outcome.FAILED,
-            f"It did not work: {action.summary}\n{one_line(outcome, MAX_ERROR_CHARS)}",
+            texts(
+                "failed",
+                summary=action.summary,
+                error=one_line(outcome, MAX_ERROR_CHARS),
+            ),
             action,
         )
+
+    async def _async_run_internal(
+        self, calls: Sequence[ResolvedCall], texts: Texts
+    ) -> None:
+        """Run the integration's own kinds of action; raise ToolError."""
+        for call in calls:
+            runner = self.runners.get(call.service)
+            if runner is None:
+                msg = "This kind of request cannot be run now."
+                raise ToolError(msg)
+            await runner(call, texts)
 
     def _recheck(self, calls: Sequence[ResolvedCall]) -> None:
         """Refuse calls the policy blocks now (e.g. an entity unexposed since)."""
@@ -531,16 +721,13 @@ class ConfirmationManager:
         )
 
 
-def _already_text(action: PendingAction) -> str:
-    texts = {
-        Status.DONE: "This was already done.",
-        Status.FAILED: "This was already tried and did not work.",
-        Status.CANCELLED: "This was cancelled.",
-        Status.EXPIRED: "This request expired, so nothing was done.",
-        Status.EXECUTING: "This is being done right now.",
-        Status.INTERRUPTED: (
-            "This was interrupted by a restart and was not run again. "
-            "Check the device and ask again if needed."
-        ),
+def _already_text(action: PendingAction, texts: Texts) -> str:
+    keys = {
+        Status.DONE: "already_done",
+        Status.FAILED: "already_failed",
+        Status.CANCELLED: "already_cancelled",
+        Status.EXPIRED: "already_expired",
+        Status.EXECUTING: "already_running",
+        Status.INTERRUPTED: "already_interrupted",
     }
-    return texts.get(action.status, "This was already handled.")
+    return texts(keys.get(action.status, "already_handled"))

@@ -35,25 +35,15 @@ ACTING_USER_NAME: Final = "Personal Assistant"
 STORE_KEY: Final = f"{DOMAIN}.acting_user"
 STORE_VERSION: Final = 1
 
-# What a person the assistant does not know is told, written by the
-# integration (never by the model).
-NOT_KNOWN_REPLY: Final = (
-    "Nothing was changed: only people this assistant knows can change things "
-    "in the home, confirm actions or change what it remembers. You can still "
-    "ask questions."
-)
-NOT_KNOWN_DECISION: Final = (
-    "Only people this assistant knows can confirm or cancel actions. Nothing "
-    "was changed."
-)
-# What the model reads when such a person's turn calls a refused tool.
+# What the model reads when a person the assistant does not know calls a
+# refused tool (what the person reads is in the translations).
 NOT_KNOWN_TOOL: Final = (
     "Refused: the person writing is not known to this assistant (a guest in "
     "a group chat). They may ask questions, but nothing can be changed, "
     "confirmed, remembered or forgotten for them. Tell them so."
 )
 # The taint source of such a person's turn: their words come from outside the
-# household.
+# household. The Confirm message names it in the person's language (i18n.py).
 NOT_KNOWN_SOURCE: Final = "a message from someone the assistant does not know"
 
 DATA_ACTING_USER: HassKey[str] = HassKey(f"{DOMAIN}_acting_user")

@@ -14,8 +14,13 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ..const import LOGGER
 from . import database as db
-from .database import WAL_PRAGMAS, FaultGate, is_corruption, is_storage_fault
-from .retention import worth_vacuum
+from .database import (
+    WAL_PRAGMAS,
+    FaultGate,
+    is_corruption,
+    is_storage_fault,
+    worth_vacuum,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Sequence

@@ -199,6 +199,39 @@ MIGRATIONS: dict[int, str] = {
             received_at REAL NOT NULL
         );
     """,
+    # Reminders, timers and watches (tasks/): durable across restarts, judged
+    # when they fire as the person who made them.
+    9: """
+        CREATE TABLE tasks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            owner_name TEXT,
+            ha_user_id TEXT,
+            conversation_key TEXT,
+            bot_entry_id TEXT,
+            chat_id INTEGER,
+            message TEXT,
+            action TEXT,
+            fire_at REAL,
+            repeat TEXT NOT NULL DEFAULT 'none',
+            clock TEXT,
+            entity_id TEXT,
+            condition TEXT,
+            for_minutes REAL,
+            until REAL,
+            tainted INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            fired_count INTEGER NOT NULL DEFAULT 0,
+            last_fired_at REAL,
+            outcome TEXT,
+            language TEXT
+        );
+        CREATE INDEX tasks_status ON tasks (status);
+        CREATE INDEX tasks_owner ON tasks (owner, status);
+    """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -612,3 +645,15 @@ class Database:
                 (time.time(), tool, person, duration_ms, outcome),
             ),
         )
+
+
+# VACUUM rewrites the whole file; worth it only when much of it is free.
+VACUUM_FREE_SHARE: Final = 0.25
+VACUUM_MIN_FREE_PAGES: Final = 64
+
+
+def worth_vacuum(page_count: int, freelist: int) -> bool:
+    """Tell whether VACUUM would give back a good part of the file."""
+    return freelist >= VACUUM_MIN_FREE_PAGES and freelist >= page_count * (
+        VACUUM_FREE_SHARE
+    )

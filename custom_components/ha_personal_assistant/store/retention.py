@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ..const import LOGGER
+from ..tasks.store import prune as prune_tasks
+from .database import worth_vacuum
 
 if TYPE_CHECKING:
     import sqlite3
@@ -29,9 +31,8 @@ TOOL_LOG_RETENTION_DAYS: Final = 90
 ACTION_AUDIT_RETENTION_DAYS: Final = 365
 # Settled confirmation requests (done, cancelled, expired); pending ones stay.
 SETTLED_ACTION_RETENTION_DAYS: Final = 30
-# VACUUM rewrites the whole file; worth it only when much of it is free.
-VACUUM_FREE_SHARE: Final = 0.25
-VACUUM_MIN_FREE_PAGES: Final = 64
+# Settled tasks (done, failed, cancelled, expired, missed); open ones stay.
+SETTLED_TASK_RETENTION_DAYS: Final = 30
 # Pruning and VACUUM may take a while on an SD card: their own deadline.
 LONG_TIMEOUT: Final = 120.0  # seconds
 
@@ -79,6 +80,7 @@ def _prune_database(conn: sqlite3.Connection, now: float) -> tuple[int, int]:
         " AND created_at < ?",
         (now - SETTLED_ACTION_RETENTION_DAYS * DAY,),
     ).rowcount
+    rows += prune_tasks(conn, now - SETTLED_TASK_RETENTION_DAYS * DAY)
     return len(old), rows
 
 
@@ -92,13 +94,6 @@ def _active_threads(conn: sqlite3.Connection, now: float, idle: float) -> set[st
             (now - idle,),
         )
     }
-
-
-def worth_vacuum(page_count: int, freelist: int) -> bool:
-    """Tell whether VACUUM would give back a good part of the file."""
-    return freelist >= VACUUM_MIN_FREE_PAGES and freelist >= page_count * (
-        VACUUM_FREE_SHARE
-    )
 
 
 def _vacuum_if_worth_it(conn: sqlite3.Connection) -> bool:

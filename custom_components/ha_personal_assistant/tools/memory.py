@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ..memory.profile import MemoryRefusedError
-from ..memory.store import SaveOutcome
 from ..memory.text import grounded, tokens
+from ..store.profile import SaveOutcome
 from .registry import ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..agent.reply_check import PROMPT
 from ..const import LOGGER
-from ..security.people import NOT_KNOWN_REPLY, NOT_KNOWN_TOOL
+from ..i18n import Texts
+from ..security.people import NOT_KNOWN_TOOL
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -35,6 +36,9 @@ class ToolContext:
     person: str
     ha_user_id: str | None = None
     chat_id: int | None = None
+    # The conversation the turn belongs to ("telegram:<bot entry>:<chat>" or
+    # "assist:<id>"): where a scheduled task tells its maker.
+    conversation_key: str | None = None
     # Whose profile remember/forget act on (the mapped HA user, else Telegram).
     profile_key: str | None = None
     # The permission policy from the entry's options (None: the defaults).
@@ -53,6 +57,8 @@ class ToolContext:
     allowed_urls: set[str] = field(default_factory=set)
     # Facts the user must hear whatever the model writes, added to the reply.
     notices: list[str] = field(default_factory=list)
+    # The fixed texts in the speaker's language (notices are written in it).
+    texts: Texts = field(default_factory=Texts)
     # Whether the speaker may change state and memory: a known person (see
     # security/people.py). Off unless the caller says so; the registry refuses
     # every state-changing or memory-writing tool without it.
@@ -271,8 +277,8 @@ class ToolRegistry:
             if (tool.changes_state or tool.writes_memory) and not ctx.may_act:
                 # A guest in a group: answers, never actions, whatever the
                 # model was talked into. The user hears it from us, not the model.
-                if NOT_KNOWN_REPLY not in ctx.notices:
-                    ctx.notices.append(NOT_KNOWN_REPLY)
+                if (notice := ctx.texts("not_known_reply")) not in ctx.notices:
+                    ctx.notices.append(notice)
                 raise ToolError(NOT_KNOWN_TOOL)  # noqa: TRY301 - refused like a tool refuses
             if tool.writes_memory and ctx.tainted:
                 # The taint rule, here rather than in each tool: text from the

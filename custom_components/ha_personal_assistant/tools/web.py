@@ -15,10 +15,10 @@ from homeassistant.helpers import device_registry as dr
 from pydantic import BaseModel, Field
 
 from ..const import LOGGER
-from ..memory import store as profile_store
 from ..security.firewall import mark_untrusted_parts
 from ..security.links import remember_urls
 from ..security.pii import GENERIC_WORDS, PiiContext, Sanitized, sanitize
+from ..store import profile as profile_store
 from ..store import search_audit
 from .registry import ToolContext, ToolError, ToolSpec
 
@@ -36,16 +36,6 @@ MAX_SNIPPET_CHARS: Final = 500
 MAX_RESULTS_CHARS: Final = 3000
 BACKEND: Final = "duckduckgo"
 SOURCE: Final = "a web search"
-# Said to the user whatever the model answers.
-NOTICE_NOT_SENT: Final = (
-    "(A web search was not sent: it was mostly personal details ({kinds}). "
-    "Searches never carry them; ask in general words. /searchlog shows your "
-    "searches.)"
-)
-NOTICE_SANITIZER_ERROR: Final = (
-    "(A web search was not sent: the privacy check failed, so nothing left the house.)"
-)
-
 # Capitalized words of a profile entry that name nobody.
 _PROFILE_COMMON: Final = (
     frozenset(
@@ -316,7 +306,7 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
         except Exception as err:
             LOGGER.warning("The PII sanitizer failed; no query was sent: %s", err)
             await _audit(ctx, "", (), search_audit.OUTCOME_SANITIZER_ERROR, 0)
-            ctx.notices.append(NOTICE_SANITIZER_ERROR)
+            ctx.notices.append(ctx.texts("web_privacy_failed"))
             msg = (
                 "the search was not sent because the privacy check failed; tell "
                 "the user the web search did not work"
@@ -327,7 +317,7 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
                 ctx, cleaned.text, cleaned.categories, search_audit.OUTCOME_NOT_SENT, 0
             )
             ctx.notices.append(
-                NOTICE_NOT_SENT.format(kinds=", ".join(cleaned.categories) or "none")
+                ctx.texts("web_not_sent", kinds=", ".join(cleaned.categories) or "none")
             )
             msg = (
                 "the search was not sent: without the personal details it "

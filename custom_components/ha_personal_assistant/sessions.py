@@ -1,4 +1,4 @@
-"""Conversation history and summaries, written in the background after replies.
+"""Sessions: every turn stored, and the summaries written in the background.
 
 A summary is a model call, so it never runs in a turn: it waits for quiet
 (see :mod:`.scheduler`), and its request starts with the chat's own cached
@@ -14,7 +14,7 @@ import asyncio
 import sqlite3
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from homeassistant.core import callback
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
@@ -37,10 +37,14 @@ if TYPE_CHECKING:
 
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
+    from langchain_core.runnables import Runnable
 
-    from .assistant import Assistant, Interaction
+    from .context import Budget
+    from .models import Interaction
+    from .scheduler import ModelScheduler
     from .store.checkpoints import CheckpointStore
     from .store.database import Database, Session
+    from .tokens import TokenCounter
 
 # A session shorter than this needs no summary for the next one.
 MIN_TURNS_TO_SUMMARIZE: Final = 3
@@ -64,14 +68,29 @@ summary only."""
 SUMMARY_PROMPT: Final = SUMMARY_REQUEST_ALL
 
 
-class HistoryKeeper:
+class SessionModel(Protocol):
+    """What summaries need of the assistant: its prefix, model and budget."""
+
+    scheduler: ModelScheduler
+    counter: TokenCounter
+    budget: Budget
+    system_prompt: str
+
+    background_model: Runnable[list[AnyMessage], AIMessage]
+
+    async def async_thread(self, thread_id: str) -> tuple[list[AnyMessage], str]:
+        """Return a thread's messages and its opening."""
+        ...
+
+
+class SessionKeeper:
     """Stores every turn and writes the summaries that trims and sessions use."""
 
     def __init__(
         self,
         hass: HomeAssistant,
         database: Database,
-        assistant: Assistant,
+        assistant: SessionModel,
         *,
         request_timeout: float,
         session_timeout: float,

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final
 
 from ..const import LEARNED_MAX_CONFIDENCE, PROFILE_DECAY_PER_DAY
-from .text import is_update, near_identical
+from ..memory.text import is_update, near_identical
 
 if TYPE_CHECKING:
     import sqlite3

@@ -1,0 +1,1 @@
+"""Reminders, timers and watches: durable tasks judged when they fire."""

@@ -1,0 +1,144 @@
+"""Notice when telegram_bot's updates stop reaching the assistant.
+
+The gateway takes Telegram messages from telegram_bot's internal dispatcher
+signal, not from the ``telegram_*`` events on the bus, which anyone may fire.
+That signal is not a public API: a Home Assistant release may rename it or
+change what it carries, and the assistant would fall silent without a word.
+So the bus events are watched too, never acted on: when telegram_bot reports
+updates of a bot the assistant follows and the signal brings none of them,
+a repair issue tells the user to update the integration. The first update
+that arrives through the signal again clears it.
+
+A forged bus event can at worst raise that issue (it needs several in a row
+and no real update in between); it never reaches the assistant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from homeassistant.const import __version__ as ha_version
+from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, callback
+from homeassistant.helpers import issue_registry as ir
+
+from .const import DOMAIN, LOGGER
+
+if TYPE_CHECKING:
+    import asyncio
+
+ISSUE_SIGNAL_SILENT: Final = "telegram_signal_silent"
+# How long after telegram_bot's event its signal may still come.
+SIGNAL_GRACE: Final = 10.0  # seconds
+# Updates in a row that never came through the signal before the issue.
+MISSES_FOR_ISSUE: Final = 3
+ISSUE_TRACKER: Final = (
+    "https://github.com/ha-personal-assistant/ha_personal_assistant/issues"
+)
+
+type UpdateKey = tuple[str, object, object, object]
+
+
+def update_key(event_type: str, data: Mapping[str, Any]) -> UpdateKey:
+    """Return what identifies one update in both the event and the signal."""
+    return (
+        event_type,
+        data.get("chat_id"),
+        data.get("id"),
+        data.get("text", data.get("data")),
+    )
+
+
+class SignalWatch:
+    """Count updates telegram_bot fired as events that never came as signals."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        event_types: Collection[str],
+        followed: Callable[[], Collection[str]],
+        *,
+        grace: float | None = None,
+    ) -> None:
+        """Watch ``event_types`` for the telegram_bot entries ``followed`` names."""
+        self.hass = hass
+        self.event_types = tuple(event_types)
+        self.followed = followed
+        self.grace = SIGNAL_GRACE if grace is None else grace
+        self.misses = 0
+        self._waiting: dict[UpdateKey, asyncio.TimerHandle] = {}
+
+    @callback
+    def async_start(self) -> CALLBACK_TYPE:
+        """Listen to telegram_bot's events; return the function that stops it."""
+        unsubs = [
+            self.hass.bus.async_listen(event_type, self._async_on_event)
+            for event_type in self.event_types
+        ]
+
+        @callback
+        def _stop() -> None:
+            for unsub in unsubs:
+                unsub()
+            for handle in self._waiting.values():
+                handle.cancel()
+            self._waiting.clear()
+
+        return _stop
+
+    @callback
+    def _async_on_event(self, event: Event[Mapping[str, Any]]) -> None:
+        bot = event.data.get("bot")
+        if not isinstance(bot, Mapping) or bot.get("config_entry_id") not in set(
+            self.followed()
+        ):
+            return
+        key = update_key(str(event.event_type), event.data)
+        if key in self._waiting:
+            return
+        self._waiting[key] = self.hass.loop.call_later(
+            self.grace, self._async_missed, key
+        )
+
+    @callback
+    def async_delivered(self, event_type: str, data: Mapping[str, Any]) -> None:
+        """Note an update that came through the signal: the signal works."""
+        if (
+            handle := self._waiting.pop(update_key(event_type, data), None)
+        ) is not None:
+            handle.cancel()
+        if self.misses >= MISSES_FOR_ISSUE:
+            LOGGER.info("Telegram updates reach the assistant again")
+            ir.async_delete_issue(self.hass, DOMAIN, ISSUE_SIGNAL_SILENT)
+        self.misses = 0
+
+    @callback
+    def _async_missed(self, key: UpdateKey) -> None:
+        self._waiting.pop(key, None)
+        self.misses += 1
+        if self.misses != MISSES_FOR_ISSUE:
+            return
+        LOGGER.warning(
+            "telegram_bot received %s updates that never reached the assistant: "
+            "Home Assistant %s may have changed how telegram_bot hands updates on",
+            self.misses,
+            ha_version,
+        )
+        ir.async_create_issue(
+            self.hass,
+            DOMAIN,
+            ISSUE_SIGNAL_SILENT,
+            is_fixable=False,
+            severity=ir.IssueSeverity.ERROR,
+            translation_key=ISSUE_SIGNAL_SILENT,
+            translation_placeholders={
+                "count": str(self.misses),
+                "version": ha_version,
+                "tracker": ISSUE_TRACKER,
+            },
+        )
+
+    @callback
+    def async_remove_issue(self) -> None:
+        """Drop the issue (the entry is unloaded)."""
+        ir.async_delete_issue(self.hass, DOMAIN, ISSUE_SIGNAL_SILENT)
