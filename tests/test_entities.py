@@ -58,17 +58,21 @@ def _state(hass: HomeAssistant, entry: MockConfigEntry, key: str) -> Any:
 async def _tick(
     hass: HomeAssistant, freezer: FrozenDateTimeFactory, minutes: float
 ) -> None:
-    """Let the Ollama check run after ``minutes``."""
+    """Let the model server check run after ``minutes``.
+
+    The monitor is a DataUpdateCoordinator: its scheduled checks run as
+    background tasks of the entry.
+    """
     freezer.tick(timedelta(minutes=minutes))
     async_fire_time_changed(hass, dt_util.utcnow())
-    await hass.async_block_till_done()
+    await hass.async_block_till_done(wait_background_tasks=True)
 
 
 async def _wait_status(
     hass: HomeAssistant, entry: MockConfigEntry, expected: str
 ) -> None:
     """Let the check's HTTP calls finish, then compare the status."""
-    await hass.async_block_till_done()
+    await hass.async_block_till_done(wait_background_tasks=True)
     assert _state(hass, entry, "model_status").state == expected
 
 

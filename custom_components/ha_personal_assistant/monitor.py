@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, override
 
 from homeassistant.core import CALLBACK_TYPE, HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.event import async_track_time_interval
+from homeassistant.helpers.update_coordinator import (
+    DataUpdateCoordinator,
+    UpdateFailed,
+)
 from homeassistant.util import dt as dt_util
 
 from .const import CONF_MODEL, DOMAIN, LOGGER
@@ -20,11 +23,10 @@ from .model_server import (
     ModelBackend,
     ModelNotFound,
     ModelServerError,
+    ServerModel,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from homeassistant.config_entries import ConfigEntry
 
 CHECK_INTERVAL: Final = timedelta(minutes=1)
@@ -54,27 +56,45 @@ class ModelStatus(StrEnum):
     AUTH_FAILED = "auth_failed"
 
 
+@callback
+def _keep_polling() -> None:
+    """Listen to nothing: the monitor's own listener keeps the checks going."""
+
+
 def issue_id(key: str, entry_id: str) -> str:
     """Return the id of one of an entry's model-server issues."""
     return f"{key}_{entry_id}"
 
 
-class ServerMonitor:
+class ServerMonitor(DataUpdateCoordinator[ModelStatus]):
     """Poll the model list (and Ollama's /api/show) through the entry's backend.
 
-    Servers speaking OpenAI's API are asked for /models only: their tool
-    support was checked by the config flow, and asking the model anything
-    would evict the chat's cached prompt on a one-slot server.
+    HA's DataUpdateCoordinator runs the checks every minute; an unreachable
+    server fails the update (UpdateFailed), and the model status sensor is
+    its CoordinatorEntity. Servers speaking OpenAI's API are asked for
+    /models only: their tool support was checked by the config flow, and
+    asking the model anything would evict the chat's cached prompt on a
+    one-slot server.
     """
+
+    config_entry: ConfigEntry[Any]
 
     def __init__(
         self, hass: HomeAssistant, entry: ConfigEntry[Any], backend: ModelBackend
     ) -> None:
         """Watch the server and model of ``entry``."""
-        self.hass = hass
+        super().__init__(
+            hass,
+            LOGGER,
+            config_entry=entry,
+            name="ha_personal_assistant model server",
+            update_interval=CHECK_INTERVAL,
+        )
         self.entry = entry
         self.backend = backend
         self.model: str = entry.data[CONF_MODEL]
+        # The coordinator keeps the last good data when an update fails;
+        # this is what the last check (or failed chat call) found.
         self.status = ModelStatus.OK
         self.checked_at: datetime | None = None
         self.unreachable_since: datetime | None = None
@@ -82,51 +102,44 @@ class ServerMonitor:
         # server restarted without tool calls); until a check finds tools
         # work again.
         self.tools_refused = False
-        self._listeners: list[Callable[[], None]] = []
 
     @callback
     def async_start(self) -> CALLBACK_TYPE:
-        """Check now and then every minute; return the function that stops it."""
-        self._async_tick(dt_util.utcnow())
-        return async_track_time_interval(
-            self.hass,
-            self._async_tick,
-            CHECK_INTERVAL,
-            name="ha_personal_assistant ollama check",
-            cancel_on_shutdown=True,
-        )
+        """Check now and then every minute; return the function that stops it.
 
-    @callback
-    def _async_tick(self, _now: datetime) -> None:
-        # A task of the entry: cancelled when it unloads.
+        The repairs need the checks whether or not the sensor is enabled:
+        a listener of our own keeps the coordinator polling.
+        """
         self.entry.async_create_task(
-            self.hass, self.async_check(), "ha_personal_assistant ollama check"
+            self.hass, self.async_refresh(), "ha_personal_assistant model check"
         )
+        return self.async_add_listener(_keep_polling)
 
-    @callback
-    def async_listen(self, listener: Callable[[], None]) -> CALLBACK_TYPE:
-        """Call ``listener`` after every check; return the function that stops it."""
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+    async def async_check(self) -> None:
+        """Check the server and the model once, now."""
+        await self.async_refresh()
 
-    async def async_check(self) -> None:  # noqa: PLR0911 - one return per status
-        """Check the server and the model once; update the status and issues."""
+    @override
+    async def _async_update_data(self) -> ModelStatus:
+        """Check the server and model; raise UpdateFailed when unreachable."""
         now = dt_util.utcnow()
         self.checked_at = now
         try:
             models = await self.backend.async_list_models()
         except AuthFailed:
             self._refused_key()
-            return
+            return self.status
         except ModelServerError as err:
-            self._unreachable(now, err)
-            return
-        if self.unreachable_since is not None:
-            LOGGER.info("The model server at %s is reachable again", self.backend.where)
+            self._unreachable(now)
+            raise UpdateFailed(str(err)) from err
         self.unreachable_since = None
+        self._set(await self._async_model_status(models))
+        return self.status
+
+    async def _async_model_status(self, models: list[ServerModel]) -> ModelStatus:
+        """Return what the listed models and the model's capabilities say."""
         if not any(m.name in {self.model, f"{self.model}:latest"} for m in models):
-            self._set(ModelStatus.MODEL_MISSING)
-            return
+            return ModelStatus.MODEL_MISSING
         if self.backend.backend is not Backend.OLLAMA:
             if self.tools_refused:
                 # Asking evicts the chat's cached prompt, but no chat works
@@ -135,21 +148,17 @@ class ServerMonitor:
                     self.tools_refused = not await self.backend.async_supports_tools(
                         self.model
                     )
-            self._set(ModelStatus.NO_TOOLS if self.tools_refused else ModelStatus.OK)
-            return
+            return ModelStatus.NO_TOOLS if self.tools_refused else ModelStatus.OK
         try:
             capabilities = await self.backend.async_capabilities(self.model)
         except ModelNotFound:
-            self._set(ModelStatus.MODEL_MISSING)
-            return
+            return ModelStatus.MODEL_MISSING
         except ModelServerError:
             # The list answered: the model is there; judge tools next time.
-            self._set(ModelStatus.OK)
-            return
+            return ModelStatus.OK
         if capabilities and "tools" not in capabilities:
-            self._set(ModelStatus.NO_TOOLS)
-            return
-        self._set(ModelStatus.OK)
+            return ModelStatus.NO_TOOLS
+        return ModelStatus.OK
 
     @callback
     def async_failed(self, failure: Failure) -> None:
@@ -159,6 +168,10 @@ class ServerMonitor:
         elif failure is Failure.NO_TOOLS and self.backend.backend is not Backend.OLLAMA:
             self.tools_refused = True
             self._set(ModelStatus.NO_TOOLS)
+        else:
+            return
+        # Between two checks: the sensor shows it at once.
+        self.async_update_listeners()
 
     def _refused_key(self) -> None:
         """Ask for a new key: HA shows the reauthentication flow.
@@ -171,17 +184,17 @@ class ServerMonitor:
             self.entry.async_start_reauth(self.hass)
         self._set(ModelStatus.AUTH_FAILED)
 
-    def _unreachable(self, now: datetime, err: ModelServerError) -> None:
+    def _unreachable(self, now: datetime) -> None:
+        """Mark the server unreachable; ask the user to act after 10 minutes.
+
+        The coordinator logs the failure once, and its recovery.
+        """
         if self.unreachable_since is None:
             self.unreachable_since = now
-            LOGGER.warning(
-                "The model server at %s is unreachable: %s", self.backend.where, err
-            )
-        # The last known model issues stay until Ollama answers again.
+        # The last known model issues stay until the server answers again.
         self.status = ModelStatus.UNREACHABLE
         if now - self.unreachable_since >= UNREACHABLE_AFTER:
             self._create(ISSUE_UNREACHABLE)
-        self._notify()
 
     def _set(self, status: ModelStatus) -> None:
         self.status = status
@@ -196,7 +209,6 @@ class ServerMonitor:
                 ir.async_delete_issue(
                     self.hass, DOMAIN, issue_id(key, self.entry.entry_id)
                 )
-        self._notify()
 
     def _create(self, key: str) -> None:
         translation_key = key
@@ -215,10 +227,6 @@ class ServerMonitor:
                 "title": self.entry.title,
             },
         )
-
-    def _notify(self) -> None:
-        for listener in list(self._listeners):
-            listener()
 
     @callback
     def async_remove_issues(self) -> None:
