@@ -91,10 +91,12 @@ async def _wait_state(
 
 
 KEYS = ("pending_confirmations", "last_reply_latency", "context_tokens", "model_status")
+TASKS_LIST = "todo.personal_assistant_assistant_tasks"
 # The entity ids a new entry gets: from the device's translated name and the
 # entities' translation keys, never from the model or the server.
 STABLE_IDS = {
     "conversation.personal_assistant",
+    TASKS_LIST,
     *(f"sensor.personal_assistant_{key}" for key in KEYS),
 }
 
@@ -258,7 +260,8 @@ async def test_an_entry_named_the_old_way_keeps_its_entities(
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
 
-    assert _entity_ids(hass, entry) == old_ids
+    # The tasks list is newer than such an entry: it gets its stable id.
+    assert _entity_ids(hass, entry) == old_ids | {TASKS_LIST}
     assert all(hass.states.get(entity_id) is not None for entity_id in old_ids)
     device = _device(hass, entry)
     assert device.id == old_device.id
