@@ -73,6 +73,9 @@ from custom_components.ha_personal_assistant.agent.graph import (  # noqa: E402
 from custom_components.ha_personal_assistant.assistant import (  # noqa: E402
     Assistant,
 )
+from custom_components.ha_personal_assistant.backends import (  # noqa: E402
+    OllamaBackend,
+)
 from custom_components.ha_personal_assistant.const import (  # noqa: E402
     DOMAIN,
     EMBED_TIMEOUT,
@@ -230,7 +233,7 @@ async def _document_index(
         entry,
         storage.database,
         VectorStore(storage.database, storage.executor),
-        ollama_url=url,
+        backend=OllamaBackend(hass, url),
         model=EMBED_MODEL,
         folder=folder,
     )

@@ -17,6 +17,9 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 )
 
 from custom_components.ha_personal_assistant.const import (
+    CONF_API_KEY,
+    CONF_BACKEND,
+    CONF_BASE_URL,
     CONF_MODEL,
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
@@ -81,12 +84,28 @@ async def async_setup_house(hass: HomeAssistant) -> None:
 async def async_setup_assistant(
     hass: HomeAssistant, ollama: FakeOllama, **options: Any
 ) -> MockConfigEntry:
-    """Add and set up the integration against the fake Ollama."""
+    """Add and set up the integration against the fake server.
+
+    A server with ``backend`` "openai_compatible" (tests/fake_openai.py) is
+    set up through its OpenAI-compatible API, with its API key if it has one;
+    any other through Ollama's API.
+    """
+    data: dict[str, Any] = {CONF_OLLAMA_URL: ollama.url, CONF_MODEL: MODEL}
+    unique_id = ollama.url
+    if getattr(ollama, "backend", "ollama") == "openai_compatible":
+        unique_id = f"{ollama.url}/v1"
+        data = {
+            CONF_BACKEND: "openai_compatible",
+            CONF_BASE_URL: unique_id,
+            CONF_MODEL: MODEL,
+        }
+        if api_key := getattr(ollama, "api_key", None):
+            data[CONF_API_KEY] = api_key
     entry = MockConfigEntry(
         domain=DOMAIN,
         title=MODEL,
-        unique_id=ollama.url,
-        data={CONF_OLLAMA_URL: ollama.url, CONF_MODEL: MODEL},
+        unique_id=unique_id,
+        data=data,
         options={CONF_REQUEST_TIMEOUT: 10, **options},
     )
     entry.add_to_hass(hass)

@@ -10,7 +10,7 @@ importing ours here makes HA load this repository's integration instead of the
 # ruff: noqa: I001 -- the import order below is the point of this module.
 import custom_components  # noqa: F401
 
-from collections.abc import Iterator  # noqa: TC003 - pytest reads the hint
+from collections.abc import AsyncIterator, Iterator  # noqa: TC003 - pytest reads the hint
 
 import pytest
 from homeassistant import block_async_io
@@ -18,6 +18,7 @@ from homeassistant import block_async_io
 from custom_components.ha_personal_assistant.security import injection_model
 
 from .fake_ollama import FakeOllama, fake_ollama
+from .fake_openai import FakeOpenAI, fake_openai
 from .restart import Restarter, restarter
 from .telegram_harness import (
     TelegramHarness,
@@ -31,9 +32,11 @@ from .telegram_harness import (
 
 __all__ = [
     "FakeOllama",
+    "FakeOpenAI",
     "Restarter",
     "TelegramHarness",
     "fake_ollama",
+    "fake_openai",
     "restarter",
     "telegram",
     "telegram_api",
@@ -79,3 +82,21 @@ def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
 def hass_config_dir(hass_tmp_config_dir: str) -> str:
     """Give each test its own config directory, so databases never leak."""
     return hass_tmp_config_dir
+
+
+@pytest.fixture(params=["ollama", "openai_compatible"])
+async def fake_server(
+    request: pytest.FixtureRequest, socket_enabled: None
+) -> AsyncIterator[FakeOpenAI]:
+    """Serve each test once per backend, over Ollama's API and over OpenAI's.
+
+    A module whose ``fake_ollama`` fixture returns this one runs every test
+    on both. The server speaks both APIs; ``backend`` tells
+    :func:`tests.common.async_setup_assistant` which one the entry uses.
+    """
+    server = FakeOpenAI(backend=request.param)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()

@@ -380,6 +380,7 @@ class FakeOllama:
         app.router.add_post("/api/show", self._handle_show)
         app.router.add_post("/api/chat", self._handle_chat)
         app.router.add_post("/api/embed", self._handle_embed)
+        self._routes(app)
         # A short shutdown timeout: handlers are woken by _closing anyway,
         # so anything still running after it is a bug worth cutting short.
         self._runner = web.AppRunner(
@@ -389,6 +390,9 @@ class FakeOllama:
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self._port = int(self._runner.addresses[0][1])
+
+    def _routes(self, app: web.Application) -> None:
+        """Add more routes (a subclass serving another API does)."""
 
     async def stop(self) -> None:
         """Stop serving; wakes any hanging handler first. Idempotent."""

@@ -31,6 +31,12 @@ FACT = "Favourite colour is teal"
 
 
 @pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
+@pytest.fixture
 async def assistant(
     hass: HomeAssistant,
     telegram: TelegramHarness,

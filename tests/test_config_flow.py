@@ -183,12 +183,15 @@ def select_options(
 
 
 async def start_user_flow(hass: HomeAssistant) -> dict[str, Any]:
-    """Open the config flow the way the Add Integration dialog does."""
+    """Open the config flow the way the Add Integration dialog does; keep Ollama."""
     result = await hass.config_entries.flow.async_init(
         DOMAIN, context={"source": config_entries.SOURCE_USER}
     )
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "user"
+    result = await hass.config_entries.flow.async_configure(result["flow_id"], {})
+    assert result["type"] is FlowResultType.FORM
+    assert result["step_id"] == "ollama"
     return result
 
 
@@ -224,8 +227,19 @@ def add_entry(
 # The config flow.
 
 
+async def test_first_form_offers_ollama_first(hass: HomeAssistant) -> None:
+    """The first form asks which kind of server, with Ollama as the default."""
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": config_entries.SOURCE_USER}
+    )
+    [(key, selector)] = result["data_schema"].schema.items()
+    assert key.schema == "backend"
+    assert key.default() == "ollama"
+    assert selector.config["options"] == ["ollama", "openai_compatible"]
+
+
 async def test_user_form_suggests_localhost(hass: HomeAssistant) -> None:
-    """The first form asks for the URL with Ollama's default address."""
+    """The Ollama form asks for the URL with Ollama's default address."""
     result = await start_user_flow(hass)
     assert result["errors"] == {}
     key = next(iter(result["data_schema"].schema))
@@ -308,7 +322,7 @@ async def test_invalid_url_is_shown_on_the_field(
     """An address without http(s) or host is refused before contacting anything."""
     result = await submit_url(hass, url)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "ollama"
     assert result["errors"] == {"ollama_url": "invalid_url"}
     assert suggested(result, "ollama_url") == url
     assert aioclient_mock.call_count == 0
@@ -332,7 +346,7 @@ async def test_unreachable_server_shows_cannot_connect(
     aioclient_mock.get(f"{OLLAMA_URL}/api/tags", **failure)
     result = await submit_url(hass)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "ollama"
     assert result["errors"] == {"base": "cannot_connect"}
     assert suggested(result, "ollama_url") == OLLAMA_URL
 
@@ -379,7 +393,7 @@ async def test_server_without_chat_models_asks_to_pull_one(
     MockedOllama(aioclient_mock, models=models)
     result = await submit_url(hass)
     assert result["type"] is FlowResultType.FORM
-    assert result["step_id"] == "user"
+    assert result["step_id"] == "ollama"
     assert result["errors"] == {"base": "no_models"}
 
 
@@ -1310,8 +1324,12 @@ def test_repair_strings_exist() -> None:
 @pytest.mark.usefixtures("mock_setup_entry")
 async def test_voice_and_photo_options_are_saved_and_can_be_emptied(
     hass: HomeAssistant,
+    mock_setup_entry: AsyncMock,
 ) -> None:
-    """stt_engine, voice_replies and vision_model; an emptied field clears it."""
+    """stt_engine, voice_replies and vision_model; an emptied field clears it.
+
+    Saving reloads the entry: its setup is mocked (no server to probe).
+    """
     entry = add_entry(hass)
     result = await hass.config_entries.options.async_init(entry.entry_id)
     result = await hass.config_entries.options.async_configure(

@@ -31,6 +31,12 @@ OPEN_GARAGE = {
 }
 
 
+@pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
 @pytest.fixture(autouse=True)
 def fast_demo_locks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the demo locks move at once instead of after two seconds."""

@@ -58,17 +58,21 @@ def _state(hass: HomeAssistant, entry: MockConfigEntry, key: str) -> Any:
 async def _tick(
     hass: HomeAssistant, freezer: FrozenDateTimeFactory, minutes: float
 ) -> None:
-    """Let the Ollama check run after ``minutes``."""
+    """Let the model server check run after ``minutes``.
+
+    The monitor is a DataUpdateCoordinator: its scheduled checks run as
+    background tasks of the entry.
+    """
     freezer.tick(timedelta(minutes=minutes))
     async_fire_time_changed(hass, dt_util.utcnow())
-    await hass.async_block_till_done()
+    await hass.async_block_till_done(wait_background_tasks=True)
 
 
 async def _wait_status(
     hass: HomeAssistant, entry: MockConfigEntry, expected: str
 ) -> None:
     """Let the check's HTTP calls finish, then compare the status."""
-    await hass.async_block_till_done()
+    await hass.async_block_till_done(wait_background_tasks=True)
     assert _state(hass, entry, "model_status").state == expected
 
 
@@ -87,11 +91,12 @@ async def _wait_state(
 
 
 KEYS = ("pending_confirmations", "last_reply_latency", "context_tokens", "model_status")
+TASKS_LIST = "todo.personal_assistant_tasks"
 # The entity ids a new entry gets: from the device's translated name and the
 # entities' translation keys, never from the model or the server.
 STABLE_IDS = {
     "conversation.personal_assistant",
-    "todo.personal_assistant_tasks",
+    TASKS_LIST,
     *(f"sensor.personal_assistant_{key}" for key in KEYS),
 }
 
@@ -255,8 +260,8 @@ async def test_an_entry_named_the_old_way_keeps_its_entities(
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
 
-    # The old ones kept; the to-do list, new in this version, is named anew.
-    assert _entity_ids(hass, entry) == old_ids | {"todo.personal_assistant_tasks"}
+    # The tasks list is newer than such an entry: it gets its stable id.
+    assert _entity_ids(hass, entry) == old_ids | {TASKS_LIST}
     assert all(hass.states.get(entity_id) is not None for entity_id in old_ids)
     device = _device(hass, entry)
     assert device.id == old_device.id

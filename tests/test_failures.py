@@ -38,6 +38,12 @@ TURN_OFF_KITCHEN = {
 }
 
 
+@pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
 @pytest.fixture(autouse=True)
 def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """A model fault is a reply and at most a warning, never a logged error."""
@@ -104,6 +110,13 @@ async def test_ollama_down_is_explained_logged_once_and_recovers(
     assert assistant.state.value == "loaded"
 
 
+def _model_missing(fake_ollama: FakeOllama) -> str:
+    """Return what the reply to a missing chat model says on this backend."""
+    if getattr(fake_ollama, "backend", "ollama") == "openai_compatible":
+        return "model server does not serve"
+    return "not installed on the Ollama server"
+
+
 async def test_a_slow_model_gets_a_timeout_reply(
     hass: HomeAssistant,
     assistant: MockConfigEntry,
@@ -120,7 +133,7 @@ async def test_a_slow_model_gets_a_timeout_reply(
 @pytest.mark.parametrize(
     ("status", "error", "expected"),
     [
-        (404, "model 'qwen3:4b' not found", "not installed on the Ollama server"),
+        (404, "model 'qwen3:4b' not found", "model missing"),
         (500, "llama runner process has terminated", "reported an error"),
         (503, "server busy", "reported an error"),
     ],
@@ -137,6 +150,9 @@ async def test_http_errors_are_explained(
     """A missing model or a failing server gets a reply that says so."""
     fake_ollama.error(status, error)
     reply = await _ask(telegram)
+    if expected == "model missing":
+        # The reply names the kind of server (Ollama's own words, or not).
+        expected = _model_missing(fake_ollama)
     assert expected in reply
     assert error not in reply or status == 404
 
@@ -231,6 +247,21 @@ async def test_invalid_json_arguments_are_fed_back(
     """Ollama's 'error parsing tool call' is a model mistake, fed back once."""
     fake_ollama.error(
         500, "error parsing tool call: raw='{\"entity_id\": light.bed', err=invalid"
+    ).reply("Let me try again: the bed light is on.")
+    assert await _ask(telegram) == "Let me try again: the bed light is on."
+    last = fake_ollama.chat_requests[-1]["messages"][-1]
+    assert "not valid JSON" in last["content"]
+
+
+async def test_a_tool_call_the_server_cannot_parse_is_fed_back(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """llama-server's words for a malformed call: also a model mistake."""
+    fake_ollama.error(
+        500, 'Failed to parse input at pos 11: <tool_call>{"name": "get_state"'
     ).reply("Let me try again: the bed light is on.")
     assert await _ask(telegram) == "Let me try again: the bed light is on."
     last = fake_ollama.chat_requests[-1]["messages"][-1]
@@ -348,7 +379,7 @@ async def test_every_fault_in_a_row_gets_exactly_one_reply(
     expected = [
         "reported an error",
         "reported an error",
-        "not installed",
+        _model_missing(fake_ollama),
         "can't reach the language model",
         "taking too long",
         "All good.",

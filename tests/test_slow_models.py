@@ -13,6 +13,8 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
+import pytest
+
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_NUM_PREDICT,
@@ -34,6 +36,12 @@ REPLY_CUT_AT_LIMIT = fixed_text("cut_at_limit")
 REPLY_TIMEOUT = fixed_text("model_timeout")
 
 
+@pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
 async def _setup(hass: HomeAssistant, fake_ollama: FakeOllama) -> None:
     await async_setup_house(hass)
     await async_setup_assistant(hass, fake_ollama, **{CONF_REQUEST_TIMEOUT: SILENCE})
@@ -50,8 +58,9 @@ async def test_a_model_that_is_still_loading_is_not_cut_off(
     sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID, timeout=15)
     assert sent[-1]["text"] == "Loaded and ready."
     assert time.monotonic() - started >= 2.5
-    # The integration asked Ollama what it had loaded while it waited.
-    assert any(r.path == "/api/ps" for r in fake_ollama.requests)
+    # The integration asked the server whether it was loading while it
+    # waited: Ollama's /api/ps, or llama-server's /health.
+    assert any(r.path in {"/api/ps", "/health"} for r in fake_ollama.requests)
     # The user saw "typing…" while waiting.
     assert telegram.calls("sendChatAction")
 
@@ -131,7 +140,8 @@ async def test_no_model_call_exceeds_its_output_cap(
     requests = fake_ollama.chat_requests
     assert len(requests) >= 2
     assert requests[1]["messages"][-1]["content"].startswith("[Learning request")
-    caps = [r["options"]["num_predict"] for r in requests]
+    # Ollama's num_predict, or OpenAI's max_tokens.
+    caps = [r.get("max_tokens") or r["options"]["num_predict"] for r in requests]
     assert caps[0] == 64
     assert all(0 < cap <= BACKGROUND_NUM_PREDICT for cap in caps[1:])
     assert fake_ollama.capped == len(requests)

@@ -35,6 +35,12 @@ if TYPE_CHECKING:
     from .telegram_harness import TelegramHarness
 
 
+@pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
 HOUSE_DOMAINS = ["light", "lock", "cover"]
 
 
@@ -53,7 +59,7 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
-    """The update reaches Ollama through ChatOllama and the answer reaches Telegram."""
+    """The update reaches the model server and the answer reaches Telegram."""
     fake_ollama.reply("Hello Alice, the house is quiet.")
     assert await telegram.send_text("Hi, how is the house?") == 200
     sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
@@ -65,9 +71,14 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
 
     request = fake_ollama.chat_requests[-1]
     assert request["model"] == MODEL
-    assert request["options"]["num_ctx"] == 8192
-    assert request["keep_alive"] == -1
-    assert request["think"] is False
+    if getattr(fake_ollama, "backend", "ollama") == "ollama":
+        assert request["options"]["num_ctx"] == 8192
+        assert request["keep_alive"] == -1
+        assert request["think"] is False
+    else:
+        # The server owns the context size and keeps the model loaded.
+        assert request["max_tokens"] == 512
+        assert request["chat_template_kwargs"] == {"enable_thinking": False}
     assert [t["function"]["name"] for t in request["tools"]] == [
         "get_state",
         "list_entities",
@@ -482,7 +493,12 @@ async def test_ollama_calls_are_bounded_across_chats(
     in_flight = 0
     peak = 0
     release = asyncio.Event()
-    original = fake_ollama._handle_chat
+    handler = (
+        "_handle_completions"
+        if getattr(fake_ollama, "backend", "ollama") == "openai_compatible"
+        else "_handle_chat"
+    )
+    original = getattr(fake_ollama, handler)
 
     async def counting(request):  # type: ignore[no-untyped-def]
         nonlocal in_flight, peak
@@ -495,7 +511,7 @@ async def test_ollama_calls_are_bounded_across_chats(
         finally:
             in_flight -= 1
 
-    fake_ollama._handle_chat = counting  # type: ignore[method-assign]
+    setattr(fake_ollama, handler, counting)
     # The router captured the bound method at start; restart to use the wrapper.
     port = int(fake_ollama.url.rsplit(":", 1)[1])
     await fake_ollama.stop()

@@ -3,7 +3,9 @@
 Started by run.py in a process of its own, once per checkout and house:
 ``REAL_MODEL_CHECKOUT`` is the checkout whose ``custom_components`` Home
 Assistant loads (the working tree, or a temporary worktree of ``--ref``),
-``REAL_MODEL_CONFIG`` a JSON object (llama_url, context, entities, out).
+``REAL_MODEL_CONFIG`` a JSON object (llama_url, context, entities, out, and
+backend: "ollama" for the Ollama shim, "openai" for llama-server's own
+OpenAI API through the integration's OpenAI-compatible backend).
 Everything else (this driver, the shim, the Telegram harness) comes from the
 bench's own tree, so both checkouts are driven the same way.
 
@@ -67,6 +69,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 )
 
 from script import SCRIPT, Step, async_setup_house, state_line
+from direct import OpenAIRecorder
 from shim import MODEL_NAME, OllamaShim
 
 if TYPE_CHECKING:
@@ -341,10 +344,18 @@ async def test_real_model(
     config = json.loads(os.environ["REAL_MODEL_CONFIG"])
     _quiet_logs()
     telegram.api.calls = TimedCalls(telegram.api.calls)
-    shim = OllamaShim(
+    # "ollama": the Ollama shim; "openai": llama-server's own OpenAI API
+    # through the integration's OpenAI-compatible backend (direct.py).
+    backend = config.get("backend", "ollama")
+    shim_class = OpenAIRecorder if backend == "openai" else OllamaShim
+    shim = shim_class(
         config["llama_url"], context_length=config["context"], default_cap=config["cap"]
     )
     url = await shim.start()
+    data: dict[str, Any] = {"ollama_url": url, "model": MODEL_NAME}
+    if backend == "openai":
+        url = f"{url}/v1"
+        data = {"backend": "openai_compatible", "base_url": url, "model": MODEL_NAME}
     steps: list[dict[str, Any]] = []
     try:
         exposed = await async_setup_house(hass, config["entities"])
@@ -352,7 +363,7 @@ async def test_real_model(
             domain=DOMAIN,
             title=MODEL_NAME,
             unique_id=url,
-            data={"ollama_url": url, "model": MODEL_NAME},
+            data=data,
             # A slow shared CPU: give each model request time to finish.
             options={"request_timeout": 600},
         )
@@ -391,6 +402,7 @@ async def test_real_model(
             {
                 "checkout": str(CHECKOUT),
                 "revision": _describe_checkout(),
+                "backend": backend,
                 "entities": config["entities"],
                 "cap": config["cap"],
                 "replies": config["replies"],

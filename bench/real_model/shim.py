@@ -269,6 +269,7 @@ class OllamaShim:
         app.router.add_post("/api/chat", self._chat)
         app.router.add_post("/api/embed", self._embed)
         app.router.add_post("/api/embeddings", self._embed)
+        self._more_routes(app)
         self._runner = web.AppRunner(
             app, handle_signals=False, access_log=None, shutdown_timeout=1.0
         )
@@ -277,6 +278,9 @@ class OllamaShim:
         await site.start()
         self._port = int(self._runner.addresses[0][1])
         return self.url
+
+    def _more_routes(self, app: web.Application) -> None:
+        """Serve more (direct.py adds llama-server's own OpenAI API)."""
 
     async def stop(self) -> None:
         """Stop serving and close the client session. Idempotent."""

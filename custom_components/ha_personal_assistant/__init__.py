@@ -8,22 +8,21 @@ import sqlite3
 from typing import TYPE_CHECKING, Final
 
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
-from homeassistant.exceptions import ConfigEntryNotReady
+from homeassistant.exceptions import ConfigEntryAuthFailed, ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.importlib import async_import_module
 
+from .backends import async_create_backend
 from .const import (
     CHECKPOINT_FILE,
     CONF_MODEL,
-    CONF_OLLAMA_URL,
     DATABASE_FILE,
     DOMAIN,
     LOGGER,
 )
 from .media import remove_transfer_dir, transfer_dir
-from .monitor import OllamaMonitor
-from .ollama_api import OllamaError, async_list_models, url_without_credentials
+from .model_server import AuthFailed, ModelServerError
+from .monitor import ServerMonitor
 from .repairs import (
     async_check_policy,
     async_delete_policy_issue,
@@ -62,23 +61,28 @@ async def async_setup(hass: HomeAssistant, config: ConfigType) -> bool:  # noqa:
 async def async_setup_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> bool:
-    """Probe Ollama, open storage, build the agent and start listening."""
-    url: str = entry.data[CONF_OLLAMA_URL]
+    """Probe the model server, open storage, build the agent and start listening."""
     model: str = entry.data[CONF_MODEL]
+    backend = await async_create_backend(hass, entry.data)
     try:
-        models = await async_list_models(async_get_clientsession(hass), url)
-    except OllamaError as err:
+        models = await backend.async_list_models()
+    except AuthFailed as err:
+        # HA starts the reauthentication flow, which asks for the key.
+        raise ConfigEntryAuthFailed(
+            translation_domain=DOMAIN,
+            translation_key="invalid_auth",
+            translation_placeholders={"url": backend.where},
+        ) from err
+    except ModelServerError as err:
         raise ConfigEntryNotReady(
             translation_domain=DOMAIN,
             translation_key="cannot_connect",
-            translation_placeholders={"url": url_without_credentials(url)},
+            translation_placeholders={"url": backend.where},
         ) from err
     if not any(m.name in {model, f"{model}:latest"} for m in models):
         # Replies explain it to the user; the entry stays loaded so it recovers
         # as soon as the model is pulled.
-        LOGGER.warning(
-            "The model %s is not installed on %s", model, url_without_credentials(url)
-        )
+        LOGGER.warning("The model %s is not installed on %s", model, backend.where)
 
     # LangGraph and LangChain take about a second to import: not on the loop.
     runtime = await async_import_module(hass, f"{__package__}.runtime")
@@ -108,12 +112,13 @@ async def async_setup_entry(
         if aside is not None:
             async_raise_damaged_file_issue(hass, key, aside)
     try:
-        data = await runtime.async_build(hass, entry, storage)
+        data = await runtime.async_build(hass, entry, storage, backend)
     except BaseException:
         await async_release_storage(hass)
         raise
     entry.runtime_data = data
-    data.monitor = OllamaMonitor(hass, entry)
+    data.monitor = ServerMonitor(hass, entry, backend)
+    data.assistant.failure_listeners.append(data.monitor.async_failed)
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)

@@ -9,11 +9,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 from homeassistant.core import callback
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
-from ollama import ResponseError
 
 from .agent.graph import (
     AgentState,
@@ -23,6 +21,7 @@ from .agent.graph import (
     partial_text,
 )
 from .agent.prompts import SYSTEM_PROMPT
+from .backends import OllamaBackend
 from .const import LOGGER, RECURSION_LIMIT
 from .context import (
     SHARES,
@@ -39,6 +38,7 @@ from .context import (
     fence_chunks,
 )
 from .i18n import Texts, async_texts
+from .model_server import Backend, Failure
 from .models import (
     AfterReply,
     DocumentSource,
@@ -47,7 +47,7 @@ from .models import (
     Speaker,
     TurnResult,
 )
-from .ollama_api import OllamaError, async_running_models, url_without_credentials
+from .ollama_api import url_without_credentials
 from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
 from .security.people import NOT_KNOWN_SOURCE
@@ -70,13 +70,13 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from .executor import BlockingExecutor
+    from .model_server import ModelBackend
     from .security.permissions import Policy
     from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
     from .tools.registry import ToolRegistry
 
-HTTP_NOT_FOUND: Final = 404
 # Automatic document context: one retrieval per turn, given up after this long.
 RETRIEVAL_TIMEOUT: Final = 3.0
 AUTO_CONTEXT_HITS: Final = 5
@@ -100,13 +100,15 @@ class ModelHealth:
         self.last_error = reason
         if self.available:
             self.available = False
-            LOGGER.warning("Ollama at %s is unavailable: %s", self._where, reason)
+            LOGGER.warning(
+                "The model server at %s is unavailable: %s", self._where, reason
+            )
 
     def succeeded(self) -> None:
         """Record a successful model call."""
         if not self.available:
             self.available = True
-            LOGGER.info("Ollama at %s is available again", self._where)
+            LOGGER.info("The model server at %s is available again", self._where)
 
 
 class Assistant:
@@ -130,8 +132,9 @@ class Assistant:
         policy: Policy | None = None,
         executor: BlockingExecutor | None = None,
         scheduler: ModelScheduler | None = None,
+        backend: ModelBackend | None = None,
     ) -> None:
-        """Keep what every turn needs."""
+        """Keep what every turn needs; ``backend`` absent: Ollama at ollama_url."""
         self.hass = hass
         self.graph = graph
         self.model = model
@@ -145,6 +148,10 @@ class Assistant:
         self.model_slots = model_slots
         self.health = ModelHealth(ollama_url)
         self.ollama_url = ollama_url
+        # The model server: what is loading, and what a failed call means.
+        self.backend: ModelBackend = backend or OllamaBackend(hass, ollama_url)
+        # Told what a failed model call meant (the monitor raises repairs).
+        self.failure_listeners: list[Callable[[Failure], None]] = []
         self.policy = policy
         # The integration's own pool for blocking work (the firewall on chunks).
         self.executor = executor
@@ -428,15 +435,8 @@ class Assistant:
         )
 
     async def _async_model_loading(self) -> bool:
-        """Tell whether Ollama is still loading the model (not yet in /api/ps)."""
-        try:
-            running = await async_running_models(
-                async_get_clientsession(self.hass), self.ollama_url
-            )
-        except OllamaError as err:
-            LOGGER.debug("Could not ask Ollama what it has loaded: %s", err)
-            return False
-        return _model_key(self.model_name) not in {_model_key(n) for n in running}
+        """Tell whether the server is still loading the model (Ollama's /api/ps)."""
+        return await self.backend.async_loading(self.model_name)
 
     async def async_thread(self, thread_id: str) -> tuple[list[AnyMessage], str]:
         """Return a session's history as the model reads it, and its opening."""
@@ -513,6 +513,12 @@ class Assistant:
         for hook in self.after_reply:
             self.spawn(hook(result.interaction), "ha_personal_assistant after reply")
 
+    def server_key(self, key: str) -> str:
+        """Return the text key that names this kind of server (Ollama's: plain)."""
+        if self.backend.backend is Backend.OPENAI_COMPATIBLE:
+            return f"{key}_openai"
+        return key
+
     def _explain(self, err: Exception, texts: Texts) -> str:  # noqa: PLR0911 - a reply per failure
         """Turn a failure into a short reply, logging each outage once."""
         if isinstance(err, GraphRecursionError):
@@ -522,23 +528,25 @@ class Assistant:
             return texts("model_timeout")
         if isinstance(err, ConnectionError | httpx.TransportError):
             self.health.failed(f"connection failed ({type(err).__name__})")
-            return texts("unreachable")
-        if isinstance(err, ResponseError):
-            if err.status_code == HTTP_NOT_FOUND:
+            return texts(self.server_key("unreachable"))
+        if (failure := self.backend.classify(err)) is not None:
+            kind, reason = failure
+            if kind is Failure.MODEL_MISSING:
                 self.health.failed(f"model {self.model_name} not found")
-                return texts("model_missing", model=self.model_name)
-            self.health.failed(f"HTTP {err.status_code}: {err.error}")
+                return texts(self.server_key("model_missing"), model=self.model_name)
+            self.health.failed(reason)
+            for listener in self.failure_listeners:
+                listener(kind)
+            if kind is Failure.TIMEOUT:
+                return texts("model_timeout")
+            if kind is Failure.UNREACHABLE:
+                return texts(self.server_key("unreachable"))
             return texts("model_error")
         if isinstance(err, ValueError) and "No data received" in str(err):
             self.health.failed("the stream ended without data")
             return texts("model_error")
         LOGGER.exception("A turn failed", exc_info=err)
         return texts("internal_error")
-
-
-def _model_key(name: str) -> str:
-    """Return a model name as Ollama lists it ("qwen3" is "qwen3:latest")."""
-    return name if ":" in name else f"{name}:latest"
 
 
 def _answer(messages: list[AnyMessage], turn_id: str, texts: Texts) -> str:

@@ -1,4 +1,4 @@
-"""Config flow for the Personal Assistant: Ollama server, models and options."""
+"""Config flow for the Personal Assistant: model server, models and options."""
 
 import asyncio
 from typing import TYPE_CHECKING, Any, Final, override
@@ -12,7 +12,6 @@ from homeassistant.config_entries import (
 )
 from homeassistant.core import callback
 from homeassistant.data_entry_flow import SectionConfig, section
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.selector import (
     BooleanSelector,
     EntitySelector,
@@ -30,10 +29,14 @@ from homeassistant.helpers.selector import (
 )
 from yarl import URL
 
+from .backends import OllamaBackend, OpenAIBackend, entry_url, normalize_base_url
 from .const import (
     CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_SCRIPTS,
     CONF_ALLOWED_USER_IDS,
+    CONF_API_KEY,
+    CONF_BACKEND,
+    CONF_BASE_URL,
     CONF_BLOCKED_SERVICES,
     CONF_CONFIRM_SERVICES,
     CONF_CONFIRMATION_TIMEOUT,
@@ -50,6 +53,7 @@ from .const import (
     CONF_VISION_MODEL,
     CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
+    DEFAULT_BASE_URL,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
@@ -60,6 +64,7 @@ from .const import (
     DEFAULT_VOICE_REPLIES,
     DEFAULT_WEB_SEARCH,
     DOMAIN,
+    EMBED_TIMEOUT,
     LOGGER,
     MAX_CONFIRMATION_TIMEOUT,
     MAX_KEEP_ALIVE,
@@ -74,16 +79,20 @@ from .const import (
     MIN_REQUEST_TIMEOUT,
     MIN_SESSION_TIMEOUT,
 )
+from .model_server import (
+    AuthFailed,
+    Backend,
+    ModelBackend,
+    ModelNotFound,
+    ModelServerError,
+    ServerModel,
+    async_is_private_url,
+)
 from .ollama_api import (
+    CAPABILITY_COMPLETION,
     CAPABILITY_EMBEDDING,
     CAPABILITY_TOOLS,
     InvalidOllamaUrl,
-    OllamaError,
-    OllamaModel,
-    OllamaModelInfo,
-    OllamaModelNotFound,
-    async_list_models,
-    async_show_model,
     normalize_url,
     url_without_credentials,
 )
@@ -111,6 +120,37 @@ STEP_USER_SCHEMA = vol.Schema(
     {
         vol.Required(CONF_OLLAMA_URL, default=DEFAULT_OLLAMA_URL): TextSelector(
             TextSelectorConfig(type=TextSelectorType.URL)
+        ),
+    }
+)
+
+STEP_BACKEND_SCHEMA = vol.Schema(
+    {
+        vol.Required(CONF_BACKEND, default=Backend.OLLAMA.value): SelectSelector(
+            SelectSelectorConfig(
+                options=[backend.value for backend in Backend],
+                mode=SelectSelectorMode.LIST,
+                translation_key=CONF_BACKEND,
+            )
+        ),
+    }
+)
+
+STEP_OPENAI_SCHEMA = vol.Schema(
+    {
+        vol.Required(CONF_BASE_URL): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.URL)
+        ),
+        vol.Optional(CONF_API_KEY): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.PASSWORD)
+        ),
+    }
+)
+
+STEP_REAUTH_SCHEMA = vol.Schema(
+    {
+        vol.Optional(CONF_API_KEY): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.PASSWORD)
         ),
     }
 )
@@ -217,10 +257,23 @@ def _folded(field: str, selector: Any) -> section:
     )
 
 
-def _options_schema(policy: Policy) -> vol.Schema:
-    """Return the options form: general options and the folded permission lists."""
+def _options_schema(policy: Policy, *, ollama: bool = True) -> vol.Schema:
+    """Return the options form: general options and the folded permission lists.
+
+    ``keep_alive`` is Ollama's: a server speaking OpenAI's API keeps its model
+    loaded itself, so its entries do not show it.
+    """
+    general = OPTIONS_SCHEMA
+    if not ollama:
+        general = vol.Schema(
+            {
+                key: value
+                for key, value in OPTIONS_SCHEMA.schema.items()
+                if key != CONF_KEEP_ALIVE
+            }
+        )
     # Optional, so a submission without a section keeps that part of the policy.
-    return OPTIONS_SCHEMA.extend(
+    return general.extend(
         {
             vol.Optional(SECTION_CONFIRM): _folded(
                 CONF_CONFIRM_SERVICES,
@@ -328,14 +381,7 @@ def default_options() -> dict[str, Any]:
 
 def _entry_title(data: Mapping[str, Any]) -> str:
     """Return the entry title for entry data: the model and the server's host."""
-    return f"{data[CONF_MODEL]} on {URL(data[CONF_OLLAMA_URL]).host}"
-
-
-def _model_label(model: OllamaModel) -> str:
-    """Return how a model is shown in a drop-down."""
-    if model.parameter_size:
-        return f"{model.name} ({model.parameter_size})"
-    return model.name
+    return f"{data[CONF_MODEL]} on {URL(entry_url(data)).host}"
 
 
 def _parse_user_ids(values: list[str]) -> list[int]:
@@ -357,15 +403,19 @@ def _parse_user_ids(values: list[str]) -> list[int]:
 
 
 class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
-    """Set up the assistant: where Ollama runs and which models to use."""
+    """Set up the assistant: which model server, where, and which models."""
 
     VERSION = 1
 
     def __init__(self) -> None:
         """Start with no server chosen."""
         self._url = ""
-        self._models: list[OllamaModel] = []
-        self._infos: dict[str, OllamaModelInfo | None] = {}
+        self._api_key: str | None = None
+        self._backend: ModelBackend | None = None
+        self._models: list[ServerModel] = []
+        # A model's capabilities, as far as the server reports them; None:
+        # asking failed.
+        self._infos: dict[str, tuple[str, ...] | None] = {}
 
     @staticmethod
     @callback
@@ -376,18 +426,37 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
         """Return the options flow."""
         return PersonalAssistantOptionsFlow()
 
+    @property
+    def _openai(self) -> bool:
+        """Tell whether the server speaks OpenAI's API (not Ollama's)."""
+        return self._backend is not None and (
+            self._backend.backend is Backend.OPENAI_COMPATIBLE
+        )
+
     @override
     async def async_step_user(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
+        """Ask which kind of model server the assistant uses."""
+        if user_input is not None:
+            if user_input.get(CONF_BACKEND) == Backend.OPENAI_COMPATIBLE:
+                return await self.async_step_openai_compatible()
+            return await self.async_step_ollama()
+        return self.async_show_form(step_id="user", data_schema=STEP_BACKEND_SCHEMA)
+
+    async def async_step_ollama(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
         """Ask for the Ollama server's URL."""
-        return await self._async_step_url("user", STEP_USER_SCHEMA, user_input, None)
+        return await self._async_step_url("ollama", STEP_USER_SCHEMA, user_input, None)
 
     async def async_step_reconfigure(
         self, user_input: dict[str, Any] | None = None
     ) -> ConfigFlowResult:
-        """Ask for the Ollama server's URL again, prefilled with the current one."""
+        """Ask for the server's URL again, prefilled with the current one."""
         entry = self._get_reconfigure_entry()
+        if entry.data.get(CONF_BACKEND) == Backend.OPENAI_COMPATIBLE:
+            return await self.async_step_reconfigure_openai(user_input)
         return await self._async_step_url(
             "reconfigure",
             STEP_RECONFIGURE_SCHEMA,
@@ -412,13 +481,137 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
                 errors[CONF_OLLAMA_URL] = "invalid_url"
             else:
                 await self._async_claim_unique_id(url_without_credentials(url))
-                if not (errors := await self._async_load_models(url)):
+                self._backend = OllamaBackend(self.hass, url)
+                if not (errors := await self._async_load_models()):
                     self._url = url
                     return await self.async_step_model()
         return self.async_show_form(
             step_id=step_id,
             data_schema=self.add_suggested_values_to_schema(schema, suggested),
             errors=errors,
+        )
+
+    async def async_step_openai_compatible(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Ask for the base URL and key of a server speaking OpenAI's API."""
+        return await self._async_step_openai_url(
+            "openai_compatible", user_input, {CONF_BASE_URL: DEFAULT_BASE_URL}
+        )
+
+    async def async_step_reconfigure_openai(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Ask for the base URL and key again, prefilled with the current ones."""
+        data = self._get_reconfigure_entry().data
+        return await self._async_step_openai_url(
+            "reconfigure_openai",
+            user_input,
+            {key: data[key] for key in (CONF_BASE_URL, CONF_API_KEY) if key in data},
+        )
+
+    async def _async_step_openai_url(
+        self,
+        step_id: str,
+        user_input: dict[str, Any] | None,
+        suggested: Mapping[str, Any],
+    ) -> ConfigFlowResult:
+        """Validate the base URL; warn if it leaves the home; load the models."""
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            suggested = user_input
+            try:
+                url = normalize_base_url(user_input[CONF_BASE_URL])
+            except InvalidOllamaUrl:
+                errors[CONF_BASE_URL] = "invalid_url"
+            else:
+                await self._async_claim_unique_id(url_without_credentials(url))
+                self._url = url
+                self._api_key = user_input.get(CONF_API_KEY) or None
+                if not await async_is_private_url(url):
+                    return await self.async_step_public_server()
+                return await self._async_connect_openai(step_id, suggested)
+        return self.async_show_form(
+            step_id=step_id,
+            data_schema=self.add_suggested_values_to_schema(
+                STEP_OPENAI_SCHEMA, suggested
+            ),
+            errors=errors,
+        )
+
+    async def async_step_public_server(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Say that messages and the house's states would leave the home."""
+        if user_input is not None:
+            step_id = (
+                "reconfigure_openai"
+                if self.source == SOURCE_RECONFIGURE
+                else "openai_compatible"
+            )
+            return await self._async_connect_openai(
+                step_id, {CONF_BASE_URL: self._url, CONF_API_KEY: self._api_key or ""}
+            )
+        return self.async_show_form(
+            step_id="public_server",
+            data_schema=vol.Schema({}),
+            description_placeholders={"url": url_without_credentials(self._url)},
+        )
+
+    async def _async_connect_openai(
+        self, step_id: str, suggested: Mapping[str, Any]
+    ) -> ConfigFlowResult:
+        """List the server's models; show the URL form again with any error."""
+        self._backend = OpenAIBackend(self.hass, self._url, self._api_key)
+        await self._backend.async_prepare()
+        if not (errors := await self._async_load_models()):
+            return await self.async_step_model()
+        return self.async_show_form(
+            step_id=step_id,
+            data_schema=self.add_suggested_values_to_schema(
+                STEP_OPENAI_SCHEMA, suggested
+            ),
+            errors=errors,
+        )
+
+    async def async_step_reauth(
+        self,
+        entry_data: Mapping[str, Any],  # noqa: ARG002 - HA's signature
+    ) -> ConfigFlowResult:
+        """Ask for a new API key: the server refused the stored one."""
+        return await self.async_step_reauth_confirm()
+
+    async def async_step_reauth_confirm(
+        self, user_input: dict[str, Any] | None = None
+    ) -> ConfigFlowResult:
+        """Check the new key against the server and reload the entry with it."""
+        entry = self._get_reauth_entry()
+        url: str = entry.data[CONF_BASE_URL]
+        errors: dict[str, str] = {}
+        if user_input is not None:
+            api_key = user_input.get(CONF_API_KEY) or None
+            backend = OpenAIBackend(self.hass, url, api_key)
+            await backend.async_prepare()
+            try:
+                await backend.async_list_models()
+            except AuthFailed:
+                errors[CONF_API_KEY] = "invalid_auth"
+            except ModelServerError as err:
+                LOGGER.debug("Cannot list models at %s: %s", backend.where, err)
+                errors["base"] = "cannot_connect_openai"
+            else:
+                data = {**entry.data, CONF_API_KEY: api_key}
+                if api_key is None:
+                    data.pop(CONF_API_KEY)
+                return self.async_update_reload_and_abort(entry, data=data)
+        return self.async_show_form(
+            step_id="reauth_confirm",
+            data_schema=STEP_REAUTH_SCHEMA,
+            errors=errors,
+            description_placeholders={
+                "url": url_without_credentials(url),
+                "title": entry.title,
+            },
         )
 
     async def _async_claim_unique_id(self, unique_id: str) -> None:
@@ -431,52 +624,54 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
         await self.async_set_unique_id(unique_id)
         self._abort_if_unique_id_configured()
 
-    async def _async_load_models(self, url: str) -> dict[str, str]:
+    async def _async_load_models(self) -> dict[str, str]:
         """Fetch the server's models and their capabilities; return form errors."""
-        session = async_get_clientsession(self.hass)
+        backend = self._backend
+        assert backend is not None  # noqa: S101 - set by the URL step
         try:
-            models = await async_list_models(session, url)
-        except OllamaError as err:
-            LOGGER.debug(
-                "Cannot list models at %s: %s", url_without_credentials(url), err
-            )
-            return {"base": "cannot_connect"}
+            models = await backend.async_list_models()
+        except AuthFailed:
+            return {CONF_API_KEY: "invalid_auth"}
+        except ModelServerError as err:
+            LOGGER.debug("Cannot list models at %s: %s", backend.where, err)
+            return {"base": self._error_key("cannot_connect")}
         except Exception:  # noqa: BLE001 - any failure must still show a form
-            LOGGER.exception(
-                "Unexpected error listing models at %s", url_without_credentials(url)
-            )
+            LOGGER.exception("Unexpected error listing models at %s", backend.where)
             return {"base": "unknown"}
-        results = await asyncio.gather(
-            *(async_show_model(session, url, model.name) for model in models),
-            return_exceptions=True,
-        )
         self._infos = {}
-        for model, result in zip(models, results, strict=True):
-            if isinstance(result, BaseException):
-                # The capabilities only sort the lists; the chosen model is
-                # checked again when the form is submitted.
-                LOGGER.debug("Cannot show model %s: %s", model.name, result)
-                self._infos[model.name] = None
-            else:
-                self._infos[model.name] = result
+        if not self._openai:
+            # OpenAI's /models says nothing about capabilities.
+            results = await asyncio.gather(
+                *(backend.async_capabilities(model.name) for model in models),
+                return_exceptions=True,
+            )
+            for model, result in zip(models, results, strict=True):
+                if isinstance(result, BaseException):
+                    # The capabilities only sort the lists; the chosen model is
+                    # checked again when the form is submitted.
+                    LOGGER.debug("Cannot show model %s: %s", model.name, result)
+                    self._infos[model.name] = None
+                else:
+                    self._infos[model.name] = result
         self._models = sorted(models, key=lambda model: model.name)
         if not self._chat_models():
-            return {"base": "no_models"}
+            return {"base": self._error_key("no_models")}
         return {}
 
-    def _chat_models(self) -> list[OllamaModel]:
+    def _chat_models(self) -> list[ServerModel]:
         """Return the installed models that can chat (not embedding-only)."""
         return [
             model
             for model in self._models
-            if (info := self._infos.get(model.name)) is None
-            or not info.is_embedding_only
+            if not (
+                CAPABILITY_EMBEDDING in (caps := self._infos.get(model.name) or ())
+                and CAPABILITY_COMPLETION not in caps
+            )
         ]
 
-    def _has_capability(self, model: OllamaModel, capability: str) -> bool:
-        """Return True if Ollama reported the capability for the model."""
-        info = self._infos.get(model.name)
-        return info is not None and capability in info.capabilities
+    def _has_capability(self, model: ServerModel, capability: str) -> bool:
+        """Return True if the server reported the capability for the model."""
+        return capability in (self._infos.get(model.name) or ())
 
     def _model_schema(self) -> vol.Schema:
         """Return the model form: chat models, and all models for embeddings."""
@@ -494,9 +689,7 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
                 vol.Required(CONF_MODEL): SelectSelector(
                     SelectSelectorConfig(
                         options=[
-                            SelectOptionDict(
-                                value=model.name, label=_model_label(model)
-                            )
+                            SelectOptionDict(value=model.name, label=model.label)
                             for model in chat_models
                         ],
                         mode=SelectSelectorMode.DROPDOWN,
@@ -505,9 +698,7 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
                 vol.Optional(CONF_EMBEDDING_MODEL): SelectSelector(
                     SelectSelectorConfig(
                         options=[
-                            SelectOptionDict(
-                                value=model.name, label=_model_label(model)
-                            )
+                            SelectOptionDict(value=model.name, label=model.label)
                             for model in embedding_models
                         ],
                         mode=SelectSelectorMode.DROPDOWN,
@@ -566,34 +757,61 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
     async def _async_check_model(
         self, model: str, field: str, capability: str, errors: dict[str, str]
     ) -> None:
-        """Ask Ollama about a model and add an error if it lacks the capability."""
+        """Ask the server about a model; add an error if it lacks the capability."""
+        backend = self._backend
+        assert backend is not None  # noqa: S101 - set by the URL step
         try:
-            info = await async_show_model(
-                async_get_clientsession(self.hass), self._url, model
-            )
-        except OllamaModelNotFound:
-            errors[field] = "model_not_found"
+            if capability == CAPABILITY_TOOLS:
+                able = await backend.async_supports_tools(model)
+            elif self._openai:
+                # Only embedding something tells whether a model embeds.
+                able = bool(await backend.async_embed(model, ["test"], EMBED_TIMEOUT))
+            else:
+                capabilities = await backend.async_capabilities(model)
+                able = not capabilities or capability in capabilities
+        except ModelNotFound:
+            errors[field] = self._error_key("model_not_found")
             return
-        except OllamaError as err:
-            LOGGER.debug("Cannot show model %s: %s", model, err)
-            errors["base"] = "cannot_connect"
+        except AuthFailed:
+            errors["base"] = "invalid_auth"
+            return
+        except ModelServerError as err:
+            LOGGER.debug("Cannot check model %s: %s", model, err)
+            if self._openai and capability == CAPABILITY_EMBEDDING:
+                errors[field] = self._error_key("not_embedding_model")
+            else:
+                errors["base"] = self._error_key("cannot_connect")
             return
         except Exception:  # noqa: BLE001 - any failure must still show a form
-            LOGGER.exception("Unexpected error showing model %s", model)
+            LOGGER.exception("Unexpected error checking model %s", model)
             errors["base"] = "unknown"
             return
-        if info.lacks(capability):
-            errors[field] = (
+        if not able:
+            errors[field] = self._error_key(
                 "model_no_tools"
                 if capability == CAPABILITY_TOOLS
                 else "not_embedding_model"
             )
 
+    def _error_key(self, key: str) -> str:
+        """Return a form error's key: the server's own words where they differ."""
+        return f"{key}_openai" if self._openai else key
+
     def _async_finish(
         self, model: str, embedding_model: str | None
     ) -> ConfigFlowResult:
         """Create the entry, or update the one being reconfigured."""
-        data: dict[str, Any] = {CONF_OLLAMA_URL: self._url, CONF_MODEL: model}
+        data: dict[str, Any]
+        if self._openai:
+            data = {
+                CONF_BACKEND: Backend.OPENAI_COMPATIBLE.value,
+                CONF_BASE_URL: self._url,
+            }
+            if self._api_key:
+                data[CONF_API_KEY] = self._api_key
+            data[CONF_MODEL] = model
+        else:
+            data = {CONF_OLLAMA_URL: self._url, CONF_MODEL: model}
         if embedding_model:
             data[CONF_EMBEDDING_MODEL] = embedding_model
         if self.source != SOURCE_RECONFIGURE:
@@ -674,7 +892,12 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
         return self.async_show_form(
             step_id="init",
             data_schema=self.add_suggested_values_to_schema(
-                _options_schema(Policy.from_options(current)), suggested
+                _options_schema(
+                    Policy.from_options(current),
+                    ollama=self.config_entry.data.get(CONF_BACKEND)
+                    != Backend.OPENAI_COMPATIBLE,
+                ),
+                suggested,
             ),
             errors=errors,
         )

@@ -15,6 +15,14 @@ CONF_OLLAMA_URL: Final = "ollama_url"
 CONF_MODEL: Final = "model"
 CONF_EMBEDDING_MODEL: Final = "embedding_model"
 DEFAULT_OLLAMA_URL: Final = "http://localhost:11434"
+# The model server's API: "ollama" (the default; entries without the key are
+# Ollama entries) or "openai_compatible" (model_server.Backend).
+CONF_BACKEND: Final = "backend"
+# An OpenAI-compatible server: its API's base URL and an optional key.
+CONF_BASE_URL: Final = "base_url"
+CONF_API_KEY: Final = "api_key"
+# llama-server's default port; vLLM's is 8000, LM Studio's 1234, LocalAI's 8080.
+DEFAULT_BASE_URL: Final = "http://localhost:8080/v1"
 
 # Options.
 CONF_CONFIRMATION_TIMEOUT: Final = "confirmation_timeout"
@@ -49,6 +57,12 @@ CONF_VISION_MODEL: Final = "vision_model"  # an Ollama model that takes images
 
 # The Ollama API.
 OLLAMA_PROBE_TIMEOUT: Final = 10  # seconds for /api/tags and /api/show
+# Seconds for the one-token request that tells whether an OpenAI-compatible
+# server's model can call tools (it may have to load the model first).
+TOOL_PROBE_TIMEOUT: Final = 120
+# A model the server is still loading gets at most this long for its first
+# word (a large model from a slow disk on a Pi).
+MAX_LOADING_WAIT: Final = 600.0
 
 # Storage, relative to the HA config directory.
 STORAGE_DIR: Final = DOMAIN

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from .assistant import Assistant
     from .documents import DocumentIndex
-    from .monitor import OllamaMonitor
+    from .monitor import ServerMonitor
     from .store.shared import SharedStorage
     from .tasks.manager import TaskManager
     from .telegram import TelegramGateway
@@ -25,8 +25,8 @@ class PersonalAssistantData:
     assistant: Assistant
     gateway: TelegramGateway
     storage: SharedStorage
-    # Watches Ollama for the model status sensor and the repair issues.
-    monitor: OllamaMonitor | None = None
+    # Watches the model server for the model status sensor and the repairs.
+    monitor: ServerMonitor | None = None
     # Documents and vectors; None without an embedding model.
     documents: DocumentIndex | None = None
     # Scheduled pruning and summaries in progress (they hold the database).

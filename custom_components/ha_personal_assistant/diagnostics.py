@@ -14,6 +14,8 @@ from homeassistant.loader import async_get_integration
 from .const import (
     CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_USER_IDS,
+    CONF_API_KEY,
+    CONF_BASE_URL,
     CONF_OLLAMA_URL,
     CONF_USER_MAPPING,
     DOMAIN,
@@ -33,15 +35,17 @@ TO_REDACT: Final = {
     CONF_ADMIN_USER_IDS,
     CONF_USER_MAPPING,
     "token",
-    "api_key",
+    CONF_API_KEY,
     "password",
 }
 PACKAGES: Final = (
     "langchain-core",
     "langchain-ollama",
+    "langchain-openai",
     "langgraph",
     "langgraph-checkpoint-sqlite",
     "ollama",
+    "openai",
     "sqlite-vec",
     "ddgs",
     "pypdf",
@@ -121,8 +125,9 @@ def _media(hass: HomeAssistant, data: PersonalAssistantData) -> dict[str, Any]:
 def _redact_settings(settings: dict[str, Any]) -> dict[str, Any]:
     """Redact personal keys; keep URLs but without their credentials."""
     redacted = async_redact_data(settings, TO_REDACT)
-    if isinstance(url := redacted.get(CONF_OLLAMA_URL), str):
-        redacted[CONF_OLLAMA_URL] = url_without_credentials(url)
+    for key in (CONF_OLLAMA_URL, CONF_BASE_URL):
+        if isinstance(url := redacted.get(key), str):
+            redacted[key] = url_without_credentials(url)
     return redacted
 
 

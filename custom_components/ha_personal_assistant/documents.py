@@ -21,7 +21,6 @@ from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.event import async_call_later
 
 from .const import (
@@ -35,7 +34,7 @@ from .const import (
     QUERY_CACHE_SIZE,
     SEARCH_RESULTS,
 )
-from .ollama_api import OllamaError, async_embed, url_without_credentials
+from .model_server import ModelServerError
 from .repairs import async_log_vector_engine
 from .security.permissions import ASSISTANT
 from .store.vectors import MAINTENANCE_TIMEOUT
@@ -48,6 +47,7 @@ if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
 
+    from .model_server import ModelBackend
     from .store.database import Database
     from .store.vectors import VectorStore
 
@@ -373,7 +373,7 @@ class DocumentIndex:
         database: Database,
         vectors: VectorStore,
         *,
-        ollama_url: str,
+        backend: ModelBackend,
         model: str,
         folder: Path,
     ) -> None:
@@ -382,7 +382,7 @@ class DocumentIndex:
         self.entry = entry
         self.database = database
         self.vectors = vectors
-        self.ollama_url = ollama_url
+        self.backend = backend
         self.model = model
         self.folder = folder
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
@@ -693,7 +693,6 @@ class DocumentIndex:
     async def _async_embed_pending(self) -> None:
         """Embed chunks that lack a vector of the current model, 16 at a time."""
         await self._loaded.wait()
-        session = async_get_clientsession(self.hass)
         embedded = 0
         last_id = 0
         while True:
@@ -708,14 +707,12 @@ class DocumentIndex:
                     continue
                 break
             try:
-                vectors = await async_embed(
-                    session,
-                    self.ollama_url,
+                vectors = await self.backend.async_embed(
                     self.model,
                     [f"{title}\n{text}" for _, title, text in batch],
                     EMBED_TIMEOUT,
                 )
-            except OllamaError as err:
+            except ModelServerError as err:
                 self._embed_failed(str(err))
                 return
             self._embed_worked()
@@ -773,7 +770,7 @@ class DocumentIndex:
             LOGGER.warning(
                 "Documents cannot be embedded with %s at %s: %s",
                 self.model,
-                url_without_credentials(self.ollama_url),
+                self.backend.where,
                 reason,
             )
         self.embed_error = reason
@@ -792,15 +789,9 @@ class DocumentIndex:
             return cached
         try:
             vector = (
-                await async_embed(
-                    async_get_clientsession(self.hass),
-                    self.ollama_url,
-                    self.model,
-                    [query],
-                    EMBED_TIMEOUT,
-                )
+                await self.backend.async_embed(self.model, [query], EMBED_TIMEOUT)
             )[0]
-        except OllamaError as err:
+        except ModelServerError as err:
             self._embed_failed(str(err))
             raise DocumentsUnavailable(str(err)) from err
         if self.embed_error is not None:

@@ -12,6 +12,7 @@ import aiohttp
 from yarl import URL
 
 from .const import OLLAMA_PROBE_TIMEOUT
+from .model_server import ModelNotFound, ModelServerError, ServerUnreachable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,11 +25,11 @@ CAPABILITY_EMBEDDING: Final = "embedding"
 CAPABILITY_TOOLS: Final = "tools"
 
 
-class OllamaError(Exception):
+class OllamaError(ModelServerError):
     """Base class for errors talking to an Ollama server."""
 
 
-class OllamaConnectionError(OllamaError):
+class OllamaConnectionError(OllamaError, ServerUnreachable):
     """The server is unreachable, timed out, failed or did not answer JSON."""
 
 
@@ -36,7 +37,7 @@ class InvalidOllamaUrl(OllamaError):  # noqa: N818 - the name is a fixed interfa
     """The URL is not an http(s) URL with a host."""
 
 
-class OllamaModelNotFound(OllamaError):  # noqa: N818 - the name is a fixed interface.
+class OllamaModelNotFound(OllamaError, ModelNotFound):  # noqa: N818 - the name is a fixed interface.
     """The requested model is not installed on the server."""
 
 

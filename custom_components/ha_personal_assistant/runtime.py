@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
-import httpx
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
-from homeassistant.util.ssl import get_default_context
-from langchain_ollama import ChatOllama
 
-from .agent.graph import MAX_LOADING_WAIT, bind_model, build_graph
+from .agent.graph import bind_model, build_graph
 from .assistant import Assistant
 from .const import (
     BACKGROUND_NUM_PREDICT,
@@ -24,7 +22,6 @@ from .const import (
     CONF_MODEL,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
-    CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_STT_ENGINE,
@@ -48,6 +45,7 @@ from .documents import DocumentIndex
 from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
+from .model_server import ChatSettings
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
 from .sessions import SessionKeeper
@@ -81,41 +79,12 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
 
     from .data import PersonalAssistantConfigEntry
+    from .model_server import ModelBackend
     from .store.shared import SharedStorage
 
 
-def build_chat_model(  # noqa: PLR0913 - the model's settings
-    url: str,
-    model: str,
-    *,
-    num_ctx: int,
-    keep_alive: int,
-    timeout: float,
-    num_predict: int = DEFAULT_NUM_PREDICT,
-) -> ChatOllama:
-    """Create the chat model; blocking (httpx builds its clients): not on the loop."""
-    return ChatOllama(
-        model=model,
-        base_url=url,
-        # Always the same num_ctx: a different value makes Ollama reload the model.
-        num_ctx=num_ctx,
-        # Every call has an output cap: a small model can talk until num_ctx
-        # is full, minutes on home hardware.
-        num_predict=num_predict,
-        keep_alive=keep_alive,
-        # Thinking costs seconds per turn on home hardware and its text is not shown.
-        reasoning=False,
-        # The graph measures the silence of each answer itself (a model still
-        # loading gets longer); the client only bounds connecting, and gives
-        # up on a read well after that.
-        client_kwargs={
-            "timeout": httpx.Timeout(timeout + MAX_LOADING_WAIT, connect=timeout),
-            "verify": get_default_context(),
-        },
-    )
-
-
 def _bound_models(
+    backend: ModelBackend,
     entry: PersonalAssistantConfigEntry,
     options: dict[str, Any],
     schemas: list[dict[str, Any]],
@@ -124,44 +93,44 @@ def _bound_models(
 ]:
     """Return the chat model and the background model, tools bound; blocking.
 
-    httpx builds its clients and bind_tools imports LangChain's converters on
-    first use: both run in the executor, never on the event loop. Summaries
-    and learning use the same model, settings and tools (the same cached
-    prefix on the server) with a smaller output cap.
+    The clients and bind_tools import LangChain's modules on first use: both
+    run in the executor, never on the event loop. Summaries and learning use
+    the same model, settings and tools (the same cached prefix on the server)
+    with a smaller output cap.
     """
-    settings: dict[str, Any] = {
-        "num_ctx": int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
-        "keep_alive": int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
-        "timeout": float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
-    }
-    url, name = entry.data[CONF_OLLAMA_URL], entry.data[CONF_MODEL]
-    chat = build_chat_model(
-        url,
-        name,
-        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
-        **settings,
-    )
-    background = build_chat_model(
-        url, name, num_predict=BACKGROUND_NUM_PREDICT, **settings
+    settings = _chat_settings(options)
+    name = entry.data[CONF_MODEL]
+    chat = backend.build_chat_model(name, settings)
+    background = backend.build_chat_model(
+        name, replace(settings, num_predict=BACKGROUND_NUM_PREDICT)
     )
     return bind_model(chat, schemas), bind_model(background, schemas)
 
 
+def _chat_settings(options: dict[str, Any]) -> ChatSettings:
+    """Return how every chat request is made, from the entry's options."""
+    return ChatSettings(
+        num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
+        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
+        timeout=float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
+    )
+
+
 def _vision_models(
-    entry: PersonalAssistantConfigEntry,
+    backend: ModelBackend,
     options: dict[str, Any],
     schemas: list[dict[str, Any]],
 ) -> tuple[
     Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
 ]:
-    """Return the vision model with the tools bound and without; blocking."""
-    model = build_chat_model(
-        entry.data[CONF_OLLAMA_URL],
-        str(options[CONF_VISION_MODEL]),
-        num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
-        keep_alive=int(options.get(CONF_KEEP_ALIVE, DEFAULT_KEEP_ALIVE)),
-        timeout=float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)),
-        num_predict=int(options.get(CONF_NUM_PREDICT, DEFAULT_NUM_PREDICT)),
+    """Return the vision model with the tools bound and without; blocking.
+
+    The same server as the chat model: photos go as image parts of the
+    message (Ollama's ``images``, OpenAI's ``image_url`` data URLs).
+    """
+    model = backend.build_chat_model(
+        str(options[CONF_VISION_MODEL]), _chat_settings(options)
     )
     return bind_model(model, schemas), model
 
@@ -182,7 +151,7 @@ async def _async_setup_media(
     )
     if media.vision_model:
         assistant.vision_models = await storage.executor.run(
-            _vision_models, entry, options, schemas
+            _vision_models, assistant.backend, options, schemas
         )
         assistant.vision_model_name = media.vision_model
     # Files pass through this folder on their way in and out, and are
@@ -199,7 +168,10 @@ async def _async_setup_media(
 
 
 async def async_build(  # noqa: PLR0915 - the wiring of every part
-    hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    storage: SharedStorage,
+    backend: ModelBackend,
 ) -> PersonalAssistantData:
     """Create the model, graph, assistant and gateway of an entry."""
     options: dict[str, Any] = dict(entry.options)
@@ -211,7 +183,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # web_search only when switched on; a call to it anyway gets a polite no.
     web_on = bool(options.get(CONF_WEB_SEARCH, DEFAULT_WEB_SEARCH))
     # Documents only with an embedding model; search_documents says so otherwise.
-    documents = _document_index(hass, entry, storage)
+    documents = _document_index(hass, entry, storage, backend)
     disabled: dict[str, str] = {}
     if not web_on:
         disabled["web_search"] = WEB_SEARCH_OFF
@@ -241,7 +213,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         disabled=disabled,
     )
     bound, bound_background = await storage.executor.run(
-        _bound_models, entry, options, registry.schemas()
+        _bound_models, backend, entry, options, registry.schemas()
     )
     assistant = Assistant(
         hass,
@@ -251,7 +223,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         database=storage.database,
         checkpoints=storage.checkpoints,
         model_name=entry.data[CONF_MODEL],
-        ollama_url=entry.data[CONF_OLLAMA_URL],
+        ollama_url=backend.where,
+        backend=backend,
         num_ctx=num_ctx,
         session_timeout=60.0
         * float(options.get(CONF_SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT)),
@@ -398,7 +371,10 @@ async def _async_requeue(learner: Learner) -> None:
 
 
 def _document_index(
-    hass: HomeAssistant, entry: PersonalAssistantConfigEntry, storage: SharedStorage
+    hass: HomeAssistant,
+    entry: PersonalAssistantConfigEntry,
+    storage: SharedStorage,
+    backend: ModelBackend,
 ) -> DocumentIndex | None:
     """Return the entry's document index, or None without an embedding model."""
     model: str | None = entry.data.get(CONF_EMBEDDING_MODEL)
@@ -409,7 +385,7 @@ def _document_index(
         entry,
         storage.database,
         VectorStore(storage.database, storage.executor),
-        ollama_url=entry.data[CONF_OLLAMA_URL],
+        backend=backend,
         model=model,
         folder=storage_dir(hass) / DOCUMENTS_DIR,
     )

@@ -15,10 +15,11 @@ from homeassistant.components.sensor import (
     SensorStateClass,
 )
 from homeassistant.const import EntityCategory, UnitOfTime
+from homeassistant.helpers.update_coordinator import CoordinatorEntity
 
 from .const import LOGGER
 from .entity import PersonalAssistantEntity
-from .monitor import ModelStatus
+from .monitor import ModelStatus, ServerMonitor
 from .store.actions import count_pending
 
 if TYPE_CHECKING:
@@ -63,16 +64,6 @@ SENSORS: Final = (
             last.context_tokens if (last := data.assistant.stats.last) else None
         ),
     ),
-    AssistantSensorDescription(
-        key="model_status",
-        translation_key="model_status",
-        device_class=SensorDeviceClass.ENUM,
-        options=[status.value for status in ModelStatus],
-        entity_category=EntityCategory.DIAGNOSTIC,
-        value=lambda data: (
-            data.monitor.status.value if data.monitor is not None else None
-        ),
-    ),
 )
 
 
@@ -82,16 +73,18 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """Add the entry's sensors."""
+    monitor = entry.runtime_data.monitor
     async_add_entities(
         [
             PendingConfirmationsSensor(entry),
             *(AssistantSensor(entry, description) for description in SENSORS),
+            *([ModelStatusSensor(entry, monitor)] if monitor is not None else []),
         ]
     )
 
 
 class AssistantSensor(PersonalAssistantEntity, SensorEntity):
-    """A figure of the last turn, or the model's status."""
+    """A figure of the last turn."""
 
     entity_description: AssistantSensorDescription
 
@@ -112,13 +105,45 @@ class AssistantSensor(PersonalAssistantEntity, SensorEntity):
 
     @override
     async def async_added_to_hass(self) -> None:
-        """Update when a turn is recorded or Ollama was checked."""
-        data = self.entry.runtime_data
+        """Update when a turn is recorded."""
         self.async_on_remove(
-            data.assistant.stats.async_listen(self.async_write_ha_state)
+            self.entry.runtime_data.assistant.stats.async_listen(
+                self.async_write_ha_state
+            )
         )
-        if data.monitor is not None:
-            self.async_on_remove(data.monitor.async_listen(self.async_write_ha_state))
+
+
+class ModelStatusSensor(
+    CoordinatorEntity[ServerMonitor], PersonalAssistantEntity, SensorEntity
+):
+    """What the last check of the model server found (the monitor's coordinator).
+
+    An unreachable server is one of its values, not an unavailable sensor.
+    """
+
+    _attr_translation_key = "model_status"
+    _attr_device_class = SensorDeviceClass.ENUM
+    _attr_options: list[str] = [status.value for status in ModelStatus]  # noqa: RUF012 - HA's attribute
+    _attr_entity_category = EntityCategory.DIAGNOSTIC
+
+    def __init__(
+        self, entry: PersonalAssistantConfigEntry, monitor: ServerMonitor
+    ) -> None:
+        """Describe the sensor and follow the monitor."""
+        CoordinatorEntity.__init__(self, monitor)
+        PersonalAssistantEntity.__init__(self, entry, "model_status")
+
+    @property
+    @override
+    def available(self) -> bool:
+        """Stay available: "unreachable" is what the sensor reports then."""
+        return True
+
+    @property
+    @override
+    def native_value(self) -> str:
+        """Return the monitor's status."""
+        return self.coordinator.status.value
 
 
 class PendingConfirmationsSensor(PersonalAssistantEntity, SensorEntity):

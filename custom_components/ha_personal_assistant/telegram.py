@@ -20,7 +20,6 @@ from homeassistant.config_entries import SIGNAL_CONFIG_ENTRY_CHANGED, ConfigEntr
 from homeassistant.core import ServiceResponse, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.event import async_track_time_interval
 from homeassistant.util import dt as dt_util
@@ -57,8 +56,8 @@ from .media import (
     write_transfer_file,
 )
 from .memory.profile import async_memory_command
+from .model_server import ModelNotFound, ModelServerError
 from .models import Speaker
-from .ollama_api import OllamaError, OllamaModelNotFound, async_show_model
 from .security.confirmations import (
     ADD_FILE,
     PHOTO_SOURCE,
@@ -996,18 +995,25 @@ class TelegramGateway:
         """Check the vision model, fetch the photo; return the model and image."""
         name = self.media.vision_model
         models = self.assistant.vision_models
+        # Texts that name the server say which kind it is.
+        key = self.assistant.server_key
         if not name or models is None:
-            raise MediaError(key="photo_no_vision")
+            raise MediaError(key=key("photo_no_vision"))
+        backend = self.assistant.backend
         try:
-            info = await async_show_model(
-                async_get_clientsession(self.hass), self.assistant.ollama_url, name
-            )
-        except OllamaModelNotFound as err:
-            raise MediaError(key="vision_missing", model=name) from err
-        except OllamaError as err:
-            LOGGER.debug("Could not ask Ollama about %s: %s", name, err)
-            raise MediaError(key="vision_unreachable", model=name) from err
-        if info.lacks("vision"):
+            # Empty when the server does not say (OpenAI's API never does):
+            # then the server's own answer tells.
+            capabilities = await backend.async_capabilities(name)
+        except ModelNotFound as err:
+            raise MediaError(key=key("vision_missing"), model=name) from err
+        except ModelServerError as err:
+            LOGGER.debug("Could not ask %s about %s: %s", backend.where, name, err)
+            raise MediaError(key=key("vision_unreachable"), model=name) from err
+
+        def lacks(capability: str) -> bool:
+            return bool(capabilities) and capability not in capabilities
+
+        if lacks("vision"):
             raise MediaError(key="vision_no_images", model=name)
         bound, plain = models
         check_size(attachment, MAX_IMAGE_BYTES)
@@ -1019,7 +1025,7 @@ class TelegramGateway:
             MAX_IMAGE_BYTES,
         )
         image = base64.b64encode(data).decode("ascii")
-        return (plain if info.lacks("tools") else bound), image
+        return (plain if lacks("tools") else bound), image
 
     async def _async_read_file(
         self, bot_entry_id: str, attachment: Attachment, kind: str

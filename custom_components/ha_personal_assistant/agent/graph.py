@@ -23,10 +23,10 @@ from langchain_core.messages import (
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.runtime import Runtime  # noqa: TC002 - LangGraph reads node hints
-from ollama import ResponseError
 from pydantic import ValidationError
 
-from ..const import LOGGER, MAX_FEEDBACK_ROUNDS, MAX_TOOL_ROUNDS
+from ..const import LOGGER, MAX_FEEDBACK_ROUNDS, MAX_LOADING_WAIT, MAX_TOOL_ROUNDS
+from ..model_server import is_bad_tool_call
 from .prompts import (
     FEEDBACK_BAD_JSON,
     FEEDBACK_EMPTY,
@@ -61,9 +61,6 @@ if TYPE_CHECKING:
     from ..context import ContextAssembler, Prepared
     from ..tools.registry import ToolContext, ToolRegistry
 
-# A model the server is still loading gets at most this long for its first
-# word (a large model from a slow disk on a Pi).
-MAX_LOADING_WAIT: Final = 600.0
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
 # A reasoning block still open at the end.
 _OPEN_THINK_RE: Final = re.compile(r"<think>.*\Z", re.DOTALL)
@@ -206,7 +203,7 @@ async def _stream(
             await reader
     if merged is None:
         # What ChatOllama raises for an empty stream; the assistant explains it.
-        msg = "No data received from Ollama stream."
+        msg = "No data received from the model stream."
         raise ValueError(msg)
     message = message_chunk_to_message(merged)
     assert isinstance(message, AIMessage)  # noqa: S101 - an AI chunk merges to one
@@ -254,11 +251,18 @@ def _model_messages(state: AgentState, turn: TurnRuntime) -> list[AnyMessage]:
 
 
 def with_images(message: AnyMessage, images: Sequence[str]) -> AnyMessage:
-    """Return a copy of the user's message carrying photos (Ollama's ``images``)."""
+    """Return a copy of the user's message carrying photos.
+
+    LangChain's image parts with data URLs: ChatOllama sends them as Ollama's
+    ``images``, ChatOpenAI as OpenAI's ``image_url`` content parts.
+    """
     parts: list[str | dict[Any, Any]] = [
         {"type": "text", "text": message_text_raw(message)},
         *(
-            {"type": "image_url", "image_url": f"data:image/jpeg;base64,{image}"}
+            {
+                "type": "image_url",
+                "image_url": {"url": f"data:image/jpeg;base64,{image}"},
+            }
             for image in images
         ),
     ]
@@ -349,9 +353,10 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
             # Arguments that are not a JSON object fail LangChain's or the
             # Ollama client's parsing of the reply.
             return retry(_feedback(FEEDBACK_BAD_JSON))
-        except ResponseError as err:
-            # Ollama answers 500 when it cannot parse the model's tool call.
-            if "tool call" not in str(err.error):
+        except Exception as err:
+            # Ollama (and others) answer 500 when they cannot parse the
+            # model's tool call.
+            if not is_bad_tool_call(err):
                 raise
             return retry(_feedback(FEEDBACK_BAD_JSON))
         finally:
@@ -373,8 +378,10 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
     text = message_text(response)
     if not text:
         return retry(_feedback(FEEDBACK_EMPTY))
-    if response.response_metadata.get("done_reason") == "length":
-        # Cut at num_predict: the user is told, in the integration's words.
+    metadata = response.response_metadata
+    if "length" in {metadata.get("done_reason"), metadata.get("finish_reason")}:
+        # Cut at num_predict (Ollama's done_reason, OpenAI's finish_reason):
+        # the user is told, in the integration's words.
         turn.tools.notices.append(turn.tools.texts("cut_at_limit"))
     if (junk := check_reply(text)) is not None:
         # One correction, then an honest apology: never the junk itself.
