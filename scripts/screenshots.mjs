@@ -1,20 +1,25 @@
-// Screenshots of the integration's config flow, options flow, device page and
-// a repair issue, taken by headless chromium through playwright-core. Called
+// Screenshots of the integration's config flow (the choice of model server,
+// the OpenAI-compatible and the Ollama path), options flow, device page and
+// two repair issues, taken by headless chromium through playwright-core. Called
 // by scripts/screenshots, which starts Home Assistant and a fake Ollama first.
 //
 // ONLY=name,name takes only some groups (config, options, mapping, repair,
-// device); a group needs the ones before it to have run once. The group
+// device, damaged); a group needs the ones before it to have run once. The group
 // assist (the Assist dialog in the house scripts/develop sets up) runs only
 // when named: scripts/screenshots --assist.
+import { writeFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 
-const require = createRequire(path.join(process.env.NODE_PATH, "x.js"));
+const require = createRequire(path.resolve(process.env.NODE_PATH, "x.js"));
 const { chromium } = require("playwright-core");
 
 const HA = "http://127.0.0.1:8123";
 const CLIENT_ID = `${HA}/`;
 const OUT = process.env.OUT;
+// HA's config folder, as scripts/screenshots makes it (the damaged-file
+// repair damages the assistant's database there).
+const CONFIG = process.env.HA_CONFIG_DIR ?? path.join(process.env.NODE_PATH, "..", "config");
 // scripts/screenshots --assist logs in as the owner scripts/develop made.
 const USER = {
   name: "Demo",
@@ -161,6 +166,8 @@ try {
     if (wanted("mapping")) await mappingShots(page);
     if (wanted("repair")) await repairShots(page);
     if (wanted("device")) await deviceShots(page);
+    // Last: the entry goes off and on, which the device page's activity shows.
+    if (wanted("damaged")) await damagedFileShots(page);
     if (wanted("assist")) await assistShots(page);
   } catch (err) {
     await page.screenshot({ path: path.join(process.env.NODE_PATH, "..", "failed.png") });
@@ -170,10 +177,32 @@ try {
   await browser.close();
 }
 
-async function configFlowShots(page) {
-  // The config flow, opened the way "Add integration" opens it.
+// Open the config flow the way "Add integration" opens it: its first step
+// is the choice of model server.
+async function startConfigFlow(page) {
   await page.goto(`${HA}/config/integrations/dashboard/add?domain=${DOMAIN}`);
   await page.getByRole("button", { name: "OK" }).click();
+  await page.getByText("Choose the model server").waitFor();
+}
+
+async function configFlowShots(page) {
+  await startConfigFlow(page);
+  await shot(page, "config-flow-backend.png");
+  // The OpenAI-compatible path: its address and key, then the warning for a
+  // server outside the home (a name that is not on the home network). The
+  // flow is left there; the entry is made through the Ollama path.
+  await page.getByText(/OpenAI-compatible server \(/).click();
+  await submit(page);
+  await page.getByText("Connect to an OpenAI-compatible server").waitFor();
+  await shot(page, "config-flow-openai.png");
+  await page.getByRole("textbox", { name: /Server URL/ }).fill("https://llm.example.com/v1");
+  await submit(page);
+  await page.getByText("This server is outside your home network").waitFor();
+  await shot(page, "config-flow-public-server.png");
+  await page.keyboard.press("Escape");
+  // The Ollama path: the server's address, then the models.
+  await startConfigFlow(page);
+  await submit(page);
   await page.getByText("Connect to Ollama").waitFor();
   await shot(page, "config-flow-server.png");
   await submit(page);
@@ -265,8 +294,11 @@ async function weakenPolicy() {
     ?? field("confirm").schema[0].selector.select.options;
   const keep = {};
   for (const item of flow.data_schema) {
-    if (item.type !== "expandable" && item.description?.suggested_value !== undefined) {
-      keep[item.name] = item.description.suggested_value;
+    // An empty value is left out, as the form leaves it out (an empty
+    // stt_engine is no entity id).
+    const value = item.description?.suggested_value;
+    if (item.type !== "expandable" && value !== undefined && value !== "") {
+      keep[item.name] = value;
     }
   }
   flow = await json(`${HA}/api/config/config_entries/options/flow/${flow.flow_id}`, {
@@ -297,6 +329,32 @@ async function repairShots(page) {
   await page.getByText("less safe than the defaults").first().click();
   await page.getByText(/weaken the safety defaults/).waitFor();
   await shot(page, "repair-unsafe-permissions.png");
+  await page.keyboard.press("Escape");
+}
+
+// The entry off, so the assistant closes its database; the file damaged;
+// the entry on again: the assistant moves the file aside, starts a new one
+// and raises the repair whose fix flow asks what becomes of the copy.
+async function damagedFileShots(page) {
+  const [entry] = await json(`${HA}/api/config/config_entries/entry?domain=${DOMAIN}`, { headers: AUTH });
+  const setDisabled = (disabledBy) =>
+    page.evaluate(
+      async ([entryId, by]) => {
+        const { hass } = document.querySelector("home-assistant");
+        await hass.callWS({ type: "config_entries/disable", entry_id: entryId, disabled_by: by });
+      },
+      [entry.entry_id, disabledBy],
+    );
+  await setDisabled("user");
+  const database = path.join(CONFIG, DOMAIN, "assistant.db");
+  for (const suffix of ["-wal", "-shm"]) rmSync(`${database}${suffix}`, { force: true });
+  writeFileSync(database, "This is not an SQLite database.\n".repeat(200));
+  await setDisabled(null);
+  await page.goto(`${HA}/config/repairs`);
+  await page.getByText("database was damaged").first().click();
+  await page.getByText("Delete the damaged copy").waitFor();
+  await shot(page, "repair-database-recreated.png");
+  await page.getByText("Keep the damaged copy").click();
   await page.keyboard.press("Escape");
 }
 
