@@ -52,7 +52,7 @@ async def test_ollama_unreachable_at_setup_retries_later(
     entry.add_to_hass(hass)
     await hass.config_entries.async_setup(entry.entry_id)
     assert entry.state is ConfigEntryState.SETUP_RETRY
-    assert "Cannot reach Ollama at http://127.0.0.1" in caplog.text
+    assert "Cannot reach the model server at http://127.0.0.1" in caplog.text
     assert "secret" not in caplog.text
     await hass.config_entries.async_unload(entry.entry_id)
 
