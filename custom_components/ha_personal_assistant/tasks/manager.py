@@ -1125,45 +1125,45 @@ class TaskManager:
             ended = texts("task_gone", task=task.id)
         return ended + "\n" + made_text(task, texts, group=_is_group(task))
 
-    async def _async_fail_watch(self, task_id: int) -> None:
+    async def _async_end_pending(
+        self, task_id: int, status: str, outcome: str
+    ) -> Task | None:
+        """Settle a still-pending task; return it as it was, None if it was not."""
         task = self.tasks.get(task_id)
         if task is None:
-            return
-        failed = await self.database.async_run(
+            return None
+        ended = await self.database.async_run(
             lambda conn: store.set_status(
                 conn,
                 task_id,
-                status=TaskStatus.FAILED,
+                status=status,
                 now=time.time(),
-                outcome="entity gone or hidden",
+                outcome=outcome,
                 expected=(TaskStatus.PENDING,),
             )
         )
-        if failed is None:
+        if ended is None:
+            return None
+        self._keep(ended)
+        return task
+
+    async def _async_fail_watch(self, task_id: int) -> None:
+        task = await self._async_end_pending(
+            task_id, TaskStatus.FAILED, "entity gone or hidden"
+        )
+        if task is None:
             return
-        self._keep(failed)
         texts = await self._async_texts(task)
         await self._async_tell(task, self._gone_text(task, texts))
         self._event(task, "failed", late=False)
 
     async def _async_give_up(self, task_id: int) -> None:
         """End a watch at its time limit, and tell its maker."""
-        task = self.tasks.get(task_id)
+        task = await self._async_end_pending(
+            task_id, TaskStatus.EXPIRED, "time limit reached"
+        )
         if task is None:
             return
-        expired = await self.database.async_run(
-            lambda conn: store.set_status(
-                conn,
-                task_id,
-                status=TaskStatus.EXPIRED,
-                now=time.time(),
-                outcome="time limit reached",
-                expected=(TaskStatus.PENDING,),
-            )
-        )
-        if expired is None:
-            return
-        self._keep(expired)
         texts = await self._async_texts(task)
         watched = watch_text(self.hass, task, texts)
         stopped = (
