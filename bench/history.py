@@ -172,25 +172,12 @@ async def _timed_get_state(
 
 async def _timed_naive(hass: HomeAssistant, entity_id: str) -> float:
     """Read the same rows, but reduce and format them on the loop (the naive way)."""
-    from homeassistant.components.recorder.history import (  # noqa: PLC0415
-        get_significant_states,
-    )
     from homeassistant.util import dt as dt_util  # noqa: PLC0415
 
     end = dt_util.utcnow()
     start = end - timedelta(hours=history_tool.DEFAULT_HOURS)
     rows = await get_instance(hass).async_add_executor_job(
-        lambda: get_significant_states(
-            hass,
-            start,
-            None,
-            [entity_id],
-            include_start_time_state=True,
-            significant_changes_only=True,
-            minimal_response=True,
-            no_attributes=True,
-            compressed_state_format=True,
-        ).get(entity_id, [])
+        history_tool.query_rows, hass, entity_id, start
     )
     started = time.perf_counter()
     state = hass.states.get(entity_id)

@@ -205,20 +205,13 @@ def summarize(
     return summary
 
 
-def read_history(
-    hass: HomeAssistant,
-    entity_id: str,
-    start: datetime,
-    end: datetime,
-    live: tuple[str, float],
-) -> Summary:
-    """Query the recorder and reduce the rows; runs in the recorder's executor."""
+def query_rows(hass: HomeAssistant, entity_id: str, start: datetime) -> list[Any]:
+    """Return the entity's compressed state rows since ``start``; blocking."""
     from homeassistant.components.recorder.history import (  # noqa: PLC0415
         get_significant_states,
     )
 
-    began = time.perf_counter()
-    rows = get_significant_states(
+    return get_significant_states(
         hass,
         start,
         None,
@@ -229,6 +222,18 @@ def read_history(
         no_attributes=True,
         compressed_state_format=True,
     ).get(entity_id, [])
+
+
+def read_history(
+    hass: HomeAssistant,
+    entity_id: str,
+    start: datetime,
+    end: datetime,
+    live: tuple[str, float],
+) -> Summary:
+    """Query the recorder and reduce the rows; runs in the recorder's executor."""
+    began = time.perf_counter()
+    rows = query_rows(hass, entity_id, start)
     queried = time.perf_counter()
     summary = summarize(
         [row for row in rows if isinstance(row, dict)],
