@@ -16,6 +16,8 @@ from homeassistant.components.telegram_bot import const as telegram_bot_const
 from homeassistant.components.telegram_bot.helpers import signal as telegram_signal
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
+from telegram import Update
+from telegram.ext import Application, TypeHandler
 
 from custom_components.ha_personal_assistant import telegram_watch
 from custom_components.ha_personal_assistant.const import DOMAIN
@@ -23,6 +25,7 @@ from custom_components.ha_personal_assistant.telegram import (
     EVENT_CALLBACK,
     EVENT_COMMAND,
     EVENT_TEXT,
+    LANGUAGE_HANDLER_GROUP,
     SIGNAL_UPDATE_EVENT,
     bot_signal,
     parse_update,
@@ -157,3 +160,46 @@ async def test_events_of_a_bot_the_assistant_does_not_follow_are_not_counted(
         hass.bus.async_fire(EVENT_TEXT, {"chat_id": ALICE_ID, "id": index, "text": "y"})
     await asyncio.sleep(0.3)
     assert ir.async_get(hass).async_get_issue(DOMAIN, "telegram_signal_silent") is None
+
+
+async def test_the_language_seam_is_where_the_gateway_looks(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Pin the second private seam: the bot's python-telegram-bot application.
+
+    The gateway reads each sender's language_code with a handler of group -1 on
+    ``runtime_data.app.application`` of telegram_bot's entry. If an HA release
+    moves it, the texts quietly fall back to HA's language; this test fails
+    instead. It also checks the handler leaves with the assistant.
+    """
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    bot_entry = hass.config_entries.async_get_entry(telegram.entry_id)
+    assert bot_entry is not None
+    application = bot_entry.runtime_data.app.application
+    assert isinstance(application, Application)
+
+    def ours() -> list[TypeHandler[Any, Any, Any]]:
+        return [
+            handler
+            for handler in application.handlers.get(LANGUAGE_HANDLER_GROUP, [])
+            if isinstance(handler, TypeHandler) and handler.type is Update
+        ]
+
+    assert len(ours()) == 1
+    # Our group runs before telegram_bot's own handlers (group 0).
+    assert (
+        min(group for group in application.handlers if group != LANGUAGE_HANDLER_GROUP)
+        > LANGUAGE_HANDLER_GROUP
+    )
+    gateway = entry.runtime_data.gateway
+    telegram.languages[ALICE_ID] = "pt-br"
+    fake_ollama.reply("Olá.")
+    await telegram.send_text("Olá")
+    await telegram.wait_for_sent(1)
+    assert gateway.language_of(ALICE_ID) == "pt-br"
+    # Unloading the assistant takes its handler off the bot, which stays.
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert ours() == []
+    assert bot_entry.runtime_data.app.application is application
