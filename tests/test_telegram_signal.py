@@ -203,3 +203,29 @@ async def test_the_language_seam_is_where_the_gateway_looks(
     await hass.async_block_till_done()
     assert ours() == []
     assert bot_entry.runtime_data.app.application is application
+
+
+async def test_a_bot_without_the_application_is_named_in_the_log(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """If telegram_bot moves its application, the log says so; replies go on."""
+    await async_setup_house(hass)
+    bot_entry = hass.config_entries.async_get_entry(telegram.entry_id)
+    assert bot_entry is not None
+    service = bot_entry.runtime_data
+    real_app = service.app
+    # As an HA release might look: the bot's app without ``application``.
+    service.app = object()
+    try:
+        await async_setup_assistant(hass, fake_ollama)
+    finally:
+        service.app = real_app
+    assert "Cannot read the Telegram users' languages from bot" in caplog.text
+    telegram.languages[ALICE_ID] = "de"
+    fake_ollama.reply("Hello.")
+    await telegram.send_text("Hallo")
+    sent = await telegram.wait_for_sent(1)
+    assert sent[0]["text"] == "Hello."

@@ -658,7 +658,17 @@ class TelegramGateway:
         service = getattr(bot_entry, "runtime_data", None)
         application = getattr(getattr(service, "app", None), "application", None)
         watched = self._language_handlers.get(bot_entry.entry_id)
-        if application is None or (watched and watched[0] is application):
+        if application is None:
+            if bot_entry.data.get("platform") != "broadcast":
+                # Polling and webhook bots have one: telegram_bot has changed.
+                LOGGER.warning(
+                    "Cannot read the Telegram users' languages from bot %s "
+                    "(telegram_bot has changed); replies use Home Assistant's "
+                    "language. Update this integration",
+                    bot_entry.title,
+                )
+            return
+        if watched and watched[0] is application:
             return
         self._async_unwatch_languages(bot_entry.entry_id)
         handler: TypeHandler[Any, Any, Any] = TypeHandler(Update, self._note_language)
