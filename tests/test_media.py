@@ -338,6 +338,7 @@ async def test_a_file_becomes_searchable_after_confirm_and_not_before(
     assert await titles(documents_entry) == []
     assert transfer_files(hass) == []
     assert not fake_ollama.chat_requests
+    assert len(telegram.api.downloads) == 1
     await telegram.press_button(data[0])
     (answer,) = await telegram.wait_for_calls("answerCallbackQuery")
     await hass.async_block_till_done()
@@ -347,6 +348,33 @@ async def test_a_file_becomes_searchable_after_confirm_and_not_before(
     assert await titles(documents_entry) == [file_name]
     hits = await documents_entry.runtime_data.documents.async_search(query)
     assert any(found in hit.content for hit in hits)
+    assert transfer_files(hass) == []
+    # The text read for the check was kept for the Confirm: one download.
+    assert len(telegram.api.downloads) == 1
+
+
+async def test_a_file_confirmed_after_a_reload_is_fetched_again(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """The checked text lives in memory only; the pending Confirm outlives it."""
+    ask = await send_file(
+        hass, telegram, MANUAL.encode(), "heat pump.md", "text/markdown"
+    )
+    assert len(telegram.api.downloads) == 1
+    assert await hass.config_entries.async_reload(documents_entry.entry_id)
+    await hass.async_block_till_done()
+    await telegram.press_button(buttons(ask)[0])
+    (answer,) = await telegram.wait_for_calls("answerCallbackQuery")
+    await hass.async_block_till_done()
+    assert answer["text"] == fixed_text(
+        "done", summary='add "heat pump.md" to the household documents'
+    )
+    assert len(telegram.api.downloads) == 2
+    assert await titles(documents_entry) == ["heat pump.md"]
+    hits = await documents_entry.runtime_data.documents.async_search("heat pump filter")
+    assert any("spring" in hit.content for hit in hits)
     assert transfer_files(hass) == []
 
 

@@ -8,7 +8,7 @@ import secrets
 import sqlite3
 import time
 import warnings
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, replace
@@ -130,6 +130,9 @@ DELIVERY_GRACE: Final = 3.0  # seconds
 SEND_ATTEMPTS: Final = 4
 SEND_BACKOFF: Final = 1.0  # seconds before the first retry; doubles each time
 MAX_RETRY_WAIT: Final = 60.0  # seconds a message waits for retries in all
+# Files checked and waiting for Confirm whose text is kept in memory (each
+# at most MAX_DOCUMENT_CHARS); older ones are fetched again on Confirm.
+MAX_OFFERED_FILES: Final = 4
 # Replies in a row that could not be delivered before a repair issue says so.
 UNDELIVERED_ISSUE_AFTER: Final = 3
 ISSUE_UNDELIVERED: Final = "telegram_undelivered"
@@ -587,6 +590,13 @@ class TelegramGateway:
         self.last_latency: float | None = None
         # Reminders, timers and watches (/tasks and its buttons); set by runtime.
         self.tasks: TaskManager | None = None
+        # The text of each file offered for the documents, read when it was
+        # checked, kept until its Confirm (in memory only: after a restart or
+        # a reload, Confirm fetches the file again). (bot entry, file id) ->
+        # (when it was read, its text).
+        self._offered_files: OrderedDict[tuple[str, str], tuple[float, str]] = (
+            OrderedDict()
+        )
 
     @callback
     def async_start(self) -> None:
@@ -1069,9 +1079,9 @@ class TelegramGateway:
                 key="file_type", name=attachment.display_name, types=SUPPORTED_FILES
             )
         check_size(attachment, MAX_FILE_BYTES)
-        # Read once now, so a file that cannot be added is said before any
-        # Confirm; the text is not kept: Confirm fetches the file again.
-        await self._async_read_file(incoming.bot_entry_id, attachment, kind)
+        # Read now, so a file that cannot be added is said before any Confirm;
+        # the text waits in memory for the Confirm.
+        text = await self._async_read_file(incoming.bot_entry_id, attachment, kind)
         title = _file_title(attachment)
         call = ResolvedCall(
             domain=DOMAIN,
@@ -1093,6 +1103,7 @@ class TelegramGateway:
             call=call,
             summary=texts("file_summary", name=title),
         )
+        self._keep_offered_file(incoming.bot_entry_id, attachment.file_id, text)
         await self._async_ask(
             incoming,
             action,
@@ -1122,10 +1133,11 @@ class TelegramGateway:
             )
         if self.documents is None:
             raise ToolError(texts("documents_off"))
+        bot_entry_id = str(data.get("bot_entry_id", ""))
         try:
-            content = await self._async_read_file(
-                str(data.get("bot_entry_id", "")), attachment, kind
-            )
+            content = self._take_offered_file(bot_entry_id, attachment.file_id)
+            if content is None:
+                content = await self._async_read_file(bot_entry_id, attachment, kind)
             await self.documents.async_add(
                 _file_title(attachment), content, wait=ADD_DOCUMENT_WAIT
             )
@@ -1134,6 +1146,36 @@ class TelegramGateway:
         except (DocumentsUnavailable, sqlite3.Error, TimeoutError) as err:
             LOGGER.debug("Could not add a file to the documents: %s", err)
             raise ToolError(texts("storage_unavailable")) from err
+
+    def _prune_offered_files(self) -> None:
+        """Forget texts whose Confirm can no longer come (expired)."""
+        oldest = time.monotonic() - self.confirmations.timeout - 60
+        while self._offered_files:
+            key, (read_at, _text) = next(iter(self._offered_files.items()))
+            if read_at >= oldest:
+                break
+            del self._offered_files[key]
+
+    def _keep_offered_file(
+        self, bot_entry_id: str, file_id: str | None, text: str
+    ) -> None:
+        """Keep a checked file's text for its Confirm (a few, the newest)."""
+        self._prune_offered_files()
+        if file_id is None:
+            return
+        key = (bot_entry_id, file_id)
+        self._offered_files.pop(key, None)
+        self._offered_files[key] = (time.monotonic(), text)
+        while len(self._offered_files) > MAX_OFFERED_FILES:
+            self._offered_files.popitem(last=False)
+
+    def _take_offered_file(self, bot_entry_id: str, file_id: str | None) -> str | None:
+        """Return and forget a checked file's text, if it is still kept."""
+        self._prune_offered_files()
+        if file_id is None:
+            return None
+        kept = self._offered_files.pop((bot_entry_id, file_id), None)
+        return None if kept is None else kept[1]
 
     async def _async_send_spoken(
         self, incoming: Incoming, speaker: Speaker, text: str
