@@ -291,8 +291,9 @@ def print_injections(title: str, prefix: str, *, details: bool) -> InjectionFigu
     return ours
 
 
-# The PII sets (queries, benign queries, title). All were used to write or
-# change the sanitizer; bench/security/README.md says how each was made.
+# The PII sets (queries, benign queries, title). All but the held-out set
+# were used to write or change the sanitizer; bench/security/README.md says
+# how each was made.
 PII_SETS: tuple[tuple[str, str, str], ...] = (
     (
         "pii_queries.jsonl",
@@ -309,7 +310,15 @@ PII_SETS: tuple[tuple[str, str, str], ...] = (
         "pii13_hand_benign_queries.jsonl",
         "issue #13 hand-written set (measured once untuned, tuned on since)",
     ),
+    (
+        "pii_holdout_queries.jsonl",
+        "pii_holdout_benign_queries.jsonl",
+        "held-out set by a second author (measured once, untuned)",
+    ),
 )
+# Sets whose figures are reported, not held to the thresholds: the held-out
+# set measures the sanitizer on data nobody tuned it on.
+REPORTED_ONLY: Final = frozenset({"pii_holdout_queries.jsonl"})
 
 
 def changed(sanitizer: Any, name: str) -> tuple[tuple[int, int], list[str]]:
@@ -382,7 +391,11 @@ def main() -> int:
         for line in hard_lines:
             print("  " + line)
         print()
-    ok = all(pii_ok(figures) for figures in pii)
+    ok = all(
+        pii_ok(figures)
+        for (queries, _, _), figures in zip(PII_SETS, pii, strict=True)
+        if queries not in REPORTED_ONLY
+    )
     if "--pii" in sys.argv:
         print("PII thresholds:", "met" if ok else "NOT met")
         return 0 if ok else 1
