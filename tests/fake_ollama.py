@@ -296,6 +296,11 @@ class RecordedRequest:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+def line_bytes(line: JsonDict) -> bytes:
+    """Return one NDJSON line."""
+    return json.dumps(line).encode() + b"\n"
+
+
 def split_text(text: str, pieces: int) -> list[str]:
     """Split ``text`` into at most ``pieces`` chunks at word boundaries.
 
@@ -340,6 +345,10 @@ class FakeOllama:
         self.loaded: set[str] = set()
         # Answers cut at the request's num_predict.
         self.capped = 0
+        # Streamed answers the client closed before their last line, with the
+        # lines it had been sent by then (a real server stops generating).
+        self.closed_early: list[int] = []
+        self.stream_closed = asyncio.Event()
         self._queue: deque[OllamaReply | _Delay] = deque()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -873,6 +882,25 @@ class FakeOllama:
             request.transport.abort()
         return web.Response(status=503)
 
+    async def _write(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        number: int,
+        data: bytes,
+    ) -> bool:
+        """Write a streamed line; False (and noted) if the client has closed."""
+        closed = request.transport is None or request.transport.is_closing()
+        if not closed:
+            try:
+                await response.write(data)
+            except ConnectionError:
+                closed = True
+        if closed:
+            self.closed_early.append(number)
+            self.stream_closed.set()
+        return not closed
+
     async def _stream(
         self,
         request: web.Request,
@@ -899,7 +927,8 @@ class FakeOllama:
             if number and chunk_delay and await self._sleep_or_close(chunk_delay):
                 self._drop(request)
                 return response
-            await response.write(json.dumps(line).encode() + b"\n")
+            if not await self._write(request, response, number, line_bytes(line)):
+                return response
         await response.write_eof()
         return response
 

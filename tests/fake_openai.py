@@ -384,7 +384,9 @@ class FakeOpenAI(FakeOllama):
             ):
                 self._drop(request)
                 return response
-            await response.write(f"data: {json.dumps(item)}\n\n".encode())
+            event = f"data: {json.dumps(item)}\n\n".encode()
+            if not await self._write(request, response, number, event):
+                return response
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

@@ -18,10 +18,12 @@ from custom_components.ha_personal_assistant.agent.prompts import (
 from custom_components.ha_personal_assistant.agent.reply_check import (
     ECHO_WORDS,
     EXCERPT_CHARS,
+    LOOP_MIN_SPAN,
     Junk,
     ReplyCheck,
     check_reply,
     corrected_before,
+    loop_cut,
     rejected_answer,
     shown_while_streaming,
 )
@@ -213,3 +215,62 @@ def test_long_answers_are_checked_quickly_enough_to_stream() -> None:
     for piece in pieces:
         shown_while_streaming(piece)
     assert time.process_time() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # Two sentences alternating, the stream stopped mid-word.
+        (
+            "It is 21 degrees inside."
+            + " The heating is on. The window is closed." * 20
+            + " The heat",
+            "It is 21 degrees inside. The heating is on. The window is closed.",
+        ),
+        # A list item written again and again.
+        (
+            "Lights on:\n" + "- Kitchen lights (first floor)\n" * 30,
+            "Lights on:\n- Kitchen lights (first floor)",
+        ),
+        # No sentence end inside the block: it is kept whole, once.
+        (
+            "ok " + "light.kitchen_lights light.hall_lights " * 20,
+            "ok light.kitchen_lights light.hall_lights",
+        ),
+    ],
+    ids=["sentences", "list", "no-sentence-end"],
+)
+def test_a_loop_is_cut_where_it_began(text: str, kept: str) -> None:
+    """The answer keeps what came before the loop and the loop's block once."""
+    cut = loop_cut(text)
+    assert cut is not None
+    assert text[:cut].rstrip() == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "-" * 2000,
+        "ha" * 1000,
+        "Yes! " * 400,
+        # Under the span: a line asked for five times.
+        "I will remember to water the plants.\n" * 5,
+        # Long, but never the same block three times in a row.
+        " ".join(f"Light {n} is on in room {n}." for n in range(200)),
+        # Two repeats only.
+        ("The forecast says rain at noon and wind in the evening. " * 2) * 1,
+        GOOD[0] if GOOD else "",
+    ],
+    ids=["dashes", "laugh", "short-block", "under-span", "no-repeat", "twice", "good"],
+)
+def test_what_is_not_a_loop(text: str) -> None:
+    """Rows of symbols, short words, a short repeat asked for: not loops."""
+    assert loop_cut(text) is None
+
+
+def test_a_loop_is_found_as_soon_as_it_is_long_enough() -> None:
+    """Checked on every streamed chunk: it fires once the loop spans enough."""
+    block = "Thank you again for your visit. "
+    text = "Done. " + block * 40
+    first = next(n for n in range(len(text) + 1) if loop_cut(text[:n]) is not None)
+    assert first <= len("Done. ") + LOOP_MIN_SPAN + len(block)

@@ -269,3 +269,62 @@ async def test_assist_apologizes_after_junk_twice(
     streamed = "".join(str(d["content"]) for d in deltas if "content" in d)
     assert streamed == REPLY_UNUSABLE
     assert len(fake_ollama.chat_requests) == 2
+
+
+# A small model's loop, as a 135M model wrote it through llama-server's /v1
+# (bench/real_model): an answer, then the same two sentences until the cap.
+LOOP_ANSWER = "The front door is locked."
+LOOP_BLOCK = "\n\nThank you again for your visit. I hope you enjoy your visit."
+
+
+async def test_an_answer_that_loops_is_stopped_and_cut_at_the_loop(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_server: FakeOllama
+) -> None:
+    """The user gets the answer once; the model is stopped, not left to the cap.
+
+    On both backends: an OpenAI-compatible server applies no repeat penalty
+    unless asked, so its small models loop more often than Ollama's.
+    """
+    fake_ollama = fake_server
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    text = LOOP_ANSWER + LOOP_BLOCK * 40
+    pieces = tuple(text[i : i + 12] for i in range(0, len(text), 12))
+    # 217 pieces, 20 ms apart: over 4 s if the model were left to finish.
+    fake_ollama.reply(text, text_chunks=pieces, chunk_delay=0.02)
+    await telegram.send_text("Is the front door locked?")
+    (sent,) = await telegram.wait_for_sent(1)
+    assert sent["text"] == LOOP_ANSWER + LOOP_BLOCK
+    # The request was closed after a few repeats of the block (the fake
+    # notices at its next line, 20 ms later).
+    async with asyncio.timeout(2):
+        await fake_ollama.stream_closed.wait()
+    assert len(fake_ollama.closed_early) == 1
+    assert fake_ollama.closed_early[0] < len(pieces) // 2
+    # No draft or edit ever showed more than the loop's first lines repeating.
+    for shown in _shown(telegram, ALICE_ID):
+        assert shown.count("Thank you again") <= 10
+    # The history keeps the cut answer, so the next request says it once.
+    fake_ollama.reply("Yes.")
+    await telegram.send_text("Thanks")
+    await telegram.wait_for_sent(2)
+    history = json.dumps(fake_ollama.chat_requests[-1]["messages"])
+    assert history.count("Thank you again") == 1
+
+
+async def test_a_line_the_user_asked_to_repeat_is_not_a_loop(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Short deliberate repetition and tables with equal rows arrive whole."""
+    lines = "I will remember to water the plants.\n" * 5
+    table = "Kitchen | on | 100 %\n" * 12
+    for text in (lines.rstrip(), table.rstrip()):
+        before = len(telegram.sent_messages(ALICE_ID))
+        fake_ollama.reply(text, text_chunks=_pieces(text, 20), chunk_delay=0.01)
+        await telegram.send_text("Go on")
+        sent = await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        assert sent[-1]["text"] == text
+    assert fake_ollama.closed_early == []

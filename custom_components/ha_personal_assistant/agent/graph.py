@@ -35,6 +35,7 @@ from .prompts import (
 from .reply_check import (
     check_reply,
     corrected_before,
+    loop_cut,
     rejected_answer,
     shown_while_streaming,
 )
@@ -158,7 +159,9 @@ async def _stream(
     clock, so a slow writer is never cut off, and before the first chunk a
     model the server reports as still loading (``loading``) gets more time,
     up to :data:`MAX_LOADING_WAIT`. A model that says nothing for
-    ``silence`` seconds otherwise is cut off (TimeoutError).
+    ``silence`` seconds otherwise is cut off (TimeoutError). An answer that
+    loops (reply_check.loop_cut) is stopped there: the request is closed, so
+    the server stops writing, and the answer ends where the loop began.
     """
     chunks: asyncio.Queue[AIMessageChunk | BaseException | None] = asyncio.Queue()
 
@@ -195,8 +198,24 @@ async def _stream(
             if isinstance(item, BaseException):
                 raise item
             merged = item if merged is None else merged + item
-            if item.content and on_text is not None:
-                on_text(message_text_raw(merged))
+            if not item.content:
+                continue
+            text = message_text_raw(merged)
+            if (
+                not merged.tool_call_chunks
+                and not _OPEN_THINK_RE.search(_THINK_RE.sub("", text))
+                and (cut := loop_cut(text)) is not None
+            ):
+                LOGGER.debug(
+                    "The model repeats itself; its answer ends after %d of %d "
+                    "characters",
+                    cut,
+                    len(text),
+                )
+                merged = merged.model_copy(update={"content": text[:cut].rstrip()})
+                break
+            if on_text is not None:
+                on_text(text)
     finally:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):

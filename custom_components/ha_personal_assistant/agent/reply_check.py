@@ -571,3 +571,65 @@ def rejected_answer(message: AIMessage, text: str) -> AIMessage:
     if len(excerpt) > EXCERPT_CHARS:
         excerpt = excerpt[:EXCERPT_CHARS].rstrip() + " […]"
     return AIMessage(content=excerpt, id=message.id)
+
+
+# A model that loops: the same block of text written LOOP_REPEATS times in a
+# row at the end of the answer. Small models at home do it (a 135M model
+# through an OpenAI-compatible server, which applies no repeat penalty,
+# looped in 6 of 11 turns of bench/real_model), and each loop runs until the
+# output cap: seconds of a small machine for text nobody should read. The
+# block must be long enough and hold a few different words, so a row of
+# dashes, a laugh or a table's repeated cells is not a loop, and the
+# repeating text must be long: a line the user asked for three times stays.
+LOOP_REPEATS: Final = 3
+LOOP_MIN_CHARS: Final = 24
+LOOP_MIN_SPAN: Final = 400
+LOOP_MAX_CHARS: Final = 600
+LOOP_MIN_WORDS: Final = 3
+# The answer's last characters, looked for earlier in it to find the block.
+_LOOP_PROBE: Final = 16
+_LOOP_CANDIDATES: Final = 8
+_SENTENCE_END_RE: Final = re.compile(r"[.!?:;\n](?=\s|\Z)")
+
+
+def loop_cut(text: str) -> int | None:
+    """Return where to end an answer that loops, or None if it does not.
+
+    The answer keeps its text up to the first time the repeated block was
+    written, cut back to the end of a sentence within that block if there is
+    one. Deterministic and cheap enough for every streamed chunk: a handful
+    of substring searches from the end.
+    """
+    end = len(text.rstrip())
+    if end < LOOP_MIN_CHARS * LOOP_REPEATS:
+        return None
+    probe = text[end - _LOOP_PROBE : end]
+    search_end = end - 1
+    for _ in range(_LOOP_CANDIDATES):
+        found = text.rfind(probe, 0, search_end)
+        if found < 0:
+            return None
+        period = end - (found + _LOOP_PROBE)
+        search_end = found + _LOOP_PROBE - 1
+        if period < LOOP_MIN_CHARS:
+            continue
+        if period > LOOP_MAX_CHARS or period * LOOP_REPEATS > end:
+            return None
+        block = text[end - period : end]
+        if any(
+            text[end - (n + 1) * period : end - n * period] != block
+            for n in range(1, LOOP_REPEATS)
+        ):
+            continue
+        if len({word.casefold() for word in _WORD_RE.findall(block)}) < LOOP_MIN_WORDS:
+            continue
+        # Where the repetition began: walk back while the text is periodic.
+        start = end - LOOP_REPEATS * period
+        while start > 0 and text[start - 1] == text[start - 1 + period]:
+            start -= 1
+        if end - start < LOOP_MIN_SPAN:
+            return None
+        first = start + period
+        ends = [m.end() for m in _SENTENCE_END_RE.finditer(text, start, first + 1)]
+        return ends[-1] if ends else first
+    return None
