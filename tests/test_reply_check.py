@@ -19,6 +19,7 @@ from custom_components.ha_personal_assistant.agent.reply_check import (
     ECHO_WORDS,
     EXCERPT_CHARS,
     LOOP_MIN_SPAN,
+    LOOP_SENTENCES,
     Junk,
     ReplyCheck,
     check_reply,
@@ -237,8 +238,14 @@ def test_long_answers_are_checked_quickly_enough_to_stream() -> None:
             "ok " + "light.kitchen_lights light.hall_lights " * 20,
             "ok light.kitchen_lights light.hall_lights",
         ),
+        # A loop that varies: cut once every variant has come back.
+        (
+            "The door is locked. "
+            + "I'm here to help. I'm ready. I'm here to assist. I'm ready. " * 6,
+            "The door is locked. I'm here to help. I'm ready. I'm here to assist.",
+        ),
     ],
-    ids=["sentences", "list", "no-sentence-end"],
+    ids=["sentences", "list", "no-sentence-end", "varying"],
 )
 def test_a_loop_is_cut_where_it_began(text: str, kept: str) -> None:
     """The answer keeps what came before the loop and the loop's block once."""
@@ -253,15 +260,26 @@ def test_a_loop_is_cut_where_it_began(text: str, kept: str) -> None:
         "-" * 2000,
         "ha" * 1000,
         "Yes! " * 400,
-        # Under the span: a line asked for five times.
+        # A line asked for five times.
         "I will remember to water the plants.\n" * 5,
         # Long, but never the same block three times in a row.
         " ".join(f"Light {n} is on in room {n}." for n in range(200)),
         # Two repeats only.
-        ("The forecast says rain at noon and wind in the evening. " * 2) * 1,
+        "The forecast says rain at noon and wind in the evening. " * 2,
+        # Short sentences repeated: neither counted nor a block.
+        "On. Off. " * 100,
         GOOD[0] if GOOD else "",
     ],
-    ids=["dashes", "laugh", "short-block", "under-span", "no-repeat", "twice", "good"],
+    ids=[
+        "dashes",
+        "laugh",
+        "short-block",
+        "five-times",
+        "no-repeat",
+        "twice",
+        "short-sentences",
+        "good",
+    ],
 )
 def test_what_is_not_a_loop(text: str) -> None:
     """Rows of symbols, short words, a short repeat asked for: not loops."""
@@ -269,8 +287,14 @@ def test_what_is_not_a_loop(text: str) -> None:
 
 
 def test_a_loop_is_found_as_soon_as_it_is_long_enough() -> None:
-    """Checked on every streamed chunk: it fires once the loop spans enough."""
+    """Checked on every streamed chunk: it fires once the loop is long enough."""
+    # Sentences: the sixth repeat in a row.
     block = "Thank you again for your visit. "
     text = "Done. " + block * 40
     first = next(n for n in range(len(text) + 1) if loop_cut(text[:n]) is not None)
-    assert first <= len("Done. ") + LOOP_MIN_SPAN + len(block)
+    assert first <= len("Done. ") + (LOOP_SENTENCES + 1) * len(block)
+    # A block without sentences: once it spans LOOP_MIN_SPAN characters.
+    block = "light.kitchen_lights light.hall_lights "
+    text = "ok " + block * 40
+    first = next(n for n in range(len(text) + 1) if loop_cut(text[:n]) is not None)
+    assert first <= len("ok ") + LOOP_MIN_SPAN + len(block)

@@ -318,9 +318,12 @@ async def test_a_line_the_user_asked_to_repeat_is_not_a_loop(
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
-    """Short deliberate repetition and tables with equal rows arrive whole."""
+    """Short deliberate repetition and tables of equal values arrive whole."""
     lines = "I will remember to water the plants.\n" * 5
-    table = "Kitchen | on | 100 %\n" * 12
+    rooms = ("Kitchen", "Hall", "Porch", "Office", "Bedroom", "Bathroom", "Garage")
+    table = "".join(
+        f"{room} {kind} | on | 100 %\n" for kind in ("light", "lamp") for room in rooms
+    )
     for text in (lines.rstrip(), table.rstrip()):
         before = len(telegram.sent_messages(ALICE_ID))
         fake_ollama.reply(text, text_chunks=_pieces(text, 20), chunk_delay=0.01)

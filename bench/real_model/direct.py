@@ -32,6 +32,7 @@ import aiohttp
 from aiohttp import web
 from shim import (
     BACKGROUND_MARKERS,
+    CLOSED,
     DEFAULT_SEED,
     DEFAULT_TEMPERATURE,
     ChatRecord,
@@ -166,6 +167,8 @@ class OpenAIRecorder(OllamaShim):
             "cache_prompt": True,
             "seed": int(body.get("seed", DEFAULT_SEED)),
             "temperature": record.temperature,
+            # Timings in every event: known even if the client leaves early.
+            "timings_per_token": True,
         }
         if record.capped:
             upstream["max_tokens"] = self.default_cap
@@ -196,7 +199,13 @@ class OpenAIRecorder(OllamaShim):
             response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
             await response.prepare(request)
             async for line in answer.content:
-                await response.write(line)
+                try:
+                    await response.write(line)
+                except ConnectionError:
+                    # The integration stopped the answer (a loop): leaving
+                    # this request makes llama-server stop generating.
+                    finish_reason = CLOSED
+                    break
                 text = line.decode().strip()
                 if not text.startswith("data:") or text == "data: [DONE]":
                     continue
@@ -216,7 +225,8 @@ class OpenAIRecorder(OllamaShim):
                             function.get("arguments") or ""
                         )
                     finish_reason = choice.get("finish_reason") or finish_reason
-            await response.write_eof()
+            if finish_reason != CLOSED:
+                await response.write_eof()
         await self._record(record, content, calls, finish_reason, timings)
         return response
 

@@ -101,6 +101,8 @@ def _request_line(index: int, request: dict[str, Any], cap: int) -> str:
         what.append(
             f"stopped at the {cap}-token cap" if request["capped"] else "num_predict"
         )
+    if request["stop_type"] == "closed":
+        what.append("stopped by the integration: a loop")
     if request["error"]:
         what.append(f"ERROR {request['error'][:60]}")
     rewrote = request.get("rewrote", "")
@@ -186,6 +188,8 @@ def _print_totals(run: Run) -> None:
     )
     requests = [r for s in run["steps"] for r in (*s["requests"], *s["background"])]
     capped = sum(r["capped"] and r["stop_type"] == "limit" for r in requests)
+    at_cap = sum(r["stop_type"] == "limit" for r in requests)
+    loops = sum(r["stop_type"] == "closed" for r in requests)
     asked = sum(not r["capped"] for r in requests)
     unused = sum(s["forced_unused"] for s in run["steps"])
     spontaneous = sum(
@@ -207,6 +211,10 @@ def _print_totals(run: Run) -> None:
         f"{spontaneous} written by the model itself; forced calls or replies never "
         f"asked for: {unused}; requests that asked again after an answer (an empty "
         f"one, or a tool call written as text): {again}"
+    )
+    print(
+        f"answers that ran to their output cap: {at_cap}; stopped by the "
+        f"integration as loops: {loops}"
     )
 
 

@@ -573,14 +573,27 @@ def rejected_answer(message: AIMessage, text: str) -> AIMessage:
     return AIMessage(content=excerpt, id=message.id)
 
 
-# A model that loops: the same block of text written LOOP_REPEATS times in a
-# row at the end of the answer. Small models at home do it (a 135M model
-# through an OpenAI-compatible server, which applies no repeat penalty,
-# looped in 6 of 11 turns of bench/real_model), and each loop runs until the
-# output cap: seconds of a small machine for text nobody should read. The
-# block must be long enough and hold a few different words, so a row of
-# dashes, a laugh or a table's repeated cells is not a loop, and the
-# repeating text must be long: a line the user asked for three times stays.
+# A model that loops. Small models at home write the same sentences over and
+# over until the output cap (a 135M model through an OpenAI-compatible
+# server, which applies no repeat penalty, looped in 6 of 11 turns of
+# bench/real_model): seconds of a small machine for text nobody should read.
+# Two deterministic rules, checked on every streamed chunk:
+#
+# * sentences: LOOP_SENTENCES sentences in a row (of at least
+#   LOOP_SENTENCE_WORDS words; shorter ones neither count nor break the run)
+#   that each were written before in the answer. This catches loops that
+#   vary ("I'm here to help." / "I'm here to assist.") once every variant
+#   has been seen. The answer ends before the first of them.
+# * blocks: the same block of text (LOOP_MIN_CHARS characters, LOOP_MIN_WORDS
+#   different words) LOOP_REPEATS times in a row over LOOP_MIN_SPAN
+#   characters, for loops without sentences (lists of ids, JSON). The answer
+#   keeps the block once.
+#
+# Rows of dashes, a laugh, table rows about different things or a line the
+# user asked for five times are not loops; a line asked for ten times is cut
+# to one.
+LOOP_SENTENCES: Final = 6
+LOOP_SENTENCE_WORDS: Final = 3
 LOOP_REPEATS: Final = 3
 LOOP_MIN_CHARS: Final = 24
 LOOP_MIN_SPAN: Final = 400
@@ -590,15 +603,47 @@ LOOP_MIN_WORDS: Final = 3
 _LOOP_PROBE: Final = 16
 _LOOP_CANDIDATES: Final = 8
 _SENTENCE_END_RE: Final = re.compile(r"[.!?:;\n](?=\s|\Z)")
+# Where a sentence ends, for the sentence rule: a full stop, a question or
+# exclamation mark before a space, or a line break.
+_SENTENCE_BREAK_RE: Final = re.compile(r"[.!?]+(?=\s)|\n")
 
 
 def loop_cut(text: str) -> int | None:
-    """Return where to end an answer that loops, or None if it does not.
+    """Return where to end an answer that loops, or None if it does not."""
+    cut = _repeated_sentences(text)
+    return cut if cut is not None else _repeated_block(text)
+
+
+def _repeated_sentences(text: str) -> int | None:
+    """Return where a run of LOOP_SENTENCES already written sentences begins."""
+    seen: set[str] = set()
+    run = 0
+    run_start = 0
+    position = 0
+    for match in _SENTENCE_BREAK_RE.finditer(text):
+        start, position = position, match.end()
+        words = _WORD_RE.findall(text, start, position)
+        if len(words) < LOOP_SENTENCE_WORDS:
+            continue
+        key = " ".join(word.casefold() for word in words)
+        if key not in seen:
+            seen.add(key)
+            run = 0
+            continue
+        if not run:
+            run_start = start
+        run += 1
+        if run >= LOOP_SENTENCES:
+            return len(text[:run_start].rstrip())
+    return None
+
+
+def _repeated_block(text: str) -> int | None:
+    """Return where to end an answer whose end repeats one block, or None.
 
     The answer keeps its text up to the first time the repeated block was
     written, cut back to the end of a sentence within that block if there is
-    one. Deterministic and cheap enough for every streamed chunk: a handful
-    of substring searches from the end.
+    one: a handful of substring searches from the end.
     """
     end = len(text.rstrip())
     if end < LOOP_MIN_CHARS * LOOP_REPEATS:
