@@ -23,6 +23,7 @@ from the sampling defaults the shim uses too (seed 42, temperature 0.8).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
@@ -226,7 +227,9 @@ class OpenAIRecorder(OllamaShim):
                         )
                     finish_reason = choice.get("finish_reason") or finish_reason
             if finish_reason != CLOSED:
-                await response.write_eof()
+                # Closed after the last event: the answer was whole.
+                with contextlib.suppress(ConnectionError):
+                    await response.write_eof()
         await self._record(record, content, calls, finish_reason, timings)
         return response
 

@@ -673,16 +673,18 @@ class OllamaShim:
             await response.write_eof()
             return response
         content, calls = self._finish(record, final, text)
-        shown = text[:sent]
-        if calls:
-            rest = content[len(shown) :] if content.startswith(shown) else ""
-            if rest:
-                await response.write(chunk({"content": rest}))
-            await response.write(chunk({"tool_calls": calls}))
-        elif len(text) > sent:
-            await response.write(chunk({"content": text[sent:]}))
         record.seconds = time.monotonic() - record.started
+        shown = text[:sent]
         done = self._done(body, record, {"role": "assistant", "content": ""})
-        await response.write(json.dumps(done).encode() + b"\n")
-        await response.write_eof()
+        with contextlib.suppress(ConnectionError):
+            # The client may close once it has the answer's last words.
+            if calls:
+                rest = content[len(shown) :] if content.startswith(shown) else ""
+                if rest:
+                    await response.write(chunk({"content": rest}))
+                await response.write(chunk({"tool_calls": calls}))
+            elif len(text) > sent:
+                await response.write(chunk({"content": text[sent:]}))
+            await response.write(json.dumps(done).encode() + b"\n")
+            await response.write_eof()
         return response
