@@ -401,6 +401,55 @@ async def test_many_actions_in_one_request_are_counted_past_ten(
     assert hass.states.get("light.bed_light").state == "off"
 
 
+async def test_tasks_made_with_outside_text_are_named_in_the_readers_language(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task made after a web search, listed later: the request says so in German."""
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "bins"}).tool_call(
+        "schedule", {"message": "Bins", "at": "19:00"}
+    ).reply("Confirm, please.")
+    await telegram.send_text("When are the bins collected?")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await _settle(hass)
+    request = _request_message(telegram)
+    await telegram.press_button(
+        next(
+            b["callback_data"]
+            for row in request["reply_markup"]["inline_keyboard"]
+            for b in row
+            if b["text"] == "Confirm"
+        ),
+        message_id=request["message_id"],
+    )
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    await _settle(hass)
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(3, chat_id=ALICE_ID)
+    # Later, in German: the listed task was made while outside text was read.
+    telegram.languages[ALICE_ID] = "de"
+    light_off = {
+        "domain": "light",
+        "service": "turn_off",
+        "entity_id": "light.kitchen_lights",
+    }
+    fake_ollama.tool_call("list_tasks", {}).tool_call("call_service", light_off).reply(
+        "Bitte bestätigen."
+    )
+    await telegram.send_text("Zeig meine Aufgaben und mach das Küchenlicht aus")
+    await telegram.wait_for_sent(5, chat_id=ALICE_ID)
+    await _settle(hass)
+    text = _request_message(telegram)["text"]
+    assert text.splitlines()[3] == (
+        "Ich frage, weil Text von außerhalb des Hauses noch in diesem Gespräch ist"
+        " (Aufgaben, erstellt mit Text von außerhalb im Gespräch). /new beendet es."
+    )
+
+
 async def test_schema_5_gains_the_reason_column(tmp_path: Path) -> None:
     """A database from before keeps its pending actions; they have no reason."""
     path = tmp_path / "assistant.db"
