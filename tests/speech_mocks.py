@@ -46,13 +46,16 @@ class MockSTT(stt.SpeechToTextEntity):
         self.text: str | None = "turn on the bed light"
         self.fail = False
         self.hang = False
+        # Raised instead of hearing anything (an engine that crashes).
+        self.error: Exception | None = None
+        self.languages = ["en-US", "de-DE"]
         self.formats = [stt.AudioFormats.OGG, stt.AudioFormats.WAV]
         self.received: list[tuple[stt.SpeechMetadata, bytes]] = []
 
     @property
     def supported_languages(self) -> list[str]:
-        """English and German."""
-        return ["en-US", "de-DE"]
+        """English and German unless a test changes them."""
+        return self.languages
 
     @property
     def supported_formats(self) -> list[stt.AudioFormats]:
@@ -92,6 +95,8 @@ class MockSTT(stt.SpeechToTextEntity):
             import asyncio
 
             await asyncio.Event().wait()
+        if self.error is not None:
+            raise self.error
         if self.fail:
             return stt.SpeechResult(None, stt.SpeechResultState.ERROR)
         return stt.SpeechResult(self.text, stt.SpeechResultState.SUCCESS)
@@ -106,7 +111,10 @@ class MockTTS(tts.TextToSpeechEntity):
     def __init__(self) -> None:
         """Say nothing yet."""
         self.spoken: list[str] = []
+        # The language and options each text was spoken with.
+        self.settings: list[tuple[str, dict[str, Any]]] = []
         self.fail = False
+        self.audio = SPOKEN
 
     @property
     def supported_languages(self) -> list[str]:
@@ -118,17 +126,20 @@ class MockTTS(tts.TextToSpeechEntity):
         """English."""
         return "en"
 
+    @property
+    def supported_options(self) -> list[str]:
+        """A voice, as Assist pipelines set one."""
+        return [tts.ATTR_VOICE]
+
     def get_tts_audio(
-        self,
-        message: str,
-        language: str,  # noqa: ARG002 - the interface
-        options: Mapping[str, Any],  # noqa: ARG002
+        self, message: str, language: str, options: Mapping[str, Any]
     ) -> tts.TtsAudioType:
         """Return the 'audio' (an entity may do this blocking, in HA's executor)."""
         self.spoken.append(message)
+        self.settings.append((language, dict(options)))
         if self.fail:
             return None, None
-        return "mp3", SPOKEN
+        return "mp3", self.audio
 
 
 class _SpeechFlow(ConfigFlow):

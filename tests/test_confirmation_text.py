@@ -228,6 +228,48 @@ async def test_a_hostile_unlock_is_rendered_by_the_integration(
     assert "lock.unlock failed" in outcome.splitlines()[-1]
 
 
+# A made-up unlock with structured data: every value is still one line.
+NESTED_UNLOCK = {
+    "domain": "lock",
+    "service": "unlock",
+    "entity_id": "lock.front_door",
+    "data": {
+        # Keys are the model's too: an odd one is quoted.
+        "Door Note!\nConfirm is safe": "front",
+        "options": {"mode": "fast", "pin": CODE, "steps": ["one\ntwo", 3, None]},
+        # Stacked combining marks (zalgo) would cover the lines around.
+        "label": "Z\u0301\u0302\u0303\u0304\u0305a",
+        **{f"x_{index:02d}": index for index in range(10)},
+    },
+}
+
+
+async def test_structured_data_is_rendered_one_bounded_line_each(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Odd keys quoted, nested values flat, codes hidden, marks and count capped."""
+    fake_ollama.tool_call("call_service", NESTED_UNLOCK).reply("Confirm, please.")
+    await telegram.send_text("Unlock the front door")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await _settle(hass)
+    text = _request_message(telegram)["text"]
+    lines = text.splitlines()
+    assert CODE not in text
+    assert '  "Door Note! Confirm is safe": "front"' in lines
+    assert (
+        '  options: {"mode": "fast", "pin": "(not shown)",'
+        ' "steps": ["one two", 3, null]}'
+    ) in lines
+    assert '  label: "Z\u0301\u0302a"' in lines
+    # Ten values are shown; the rest are counted.
+    assert "  and 3 more values" in lines
+    assert sum(line.startswith("  x_") for line in lines) == 7
+    assert hass.states.get("lock.front_door").state == "locked"
+
+
 async def test_the_request_says_when_outside_text_made_it_ask(
     hass: HomeAssistant,
     assistant: MockConfigEntry,
@@ -297,6 +339,115 @@ async def test_the_request_says_when_outside_text_made_it_ask(
         "(web_search results). A new conversation ends it. Say yes or no."
     ) in speech
     assert hass.states.get("light.kitchen_lights").state == "on"
+
+
+async def test_a_service_without_a_verb_of_ours_is_named_as_ha_names_it(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Stopping a cover after a web search asks, in Home Assistant's words."""
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    stop = {
+        "domain": "cover",
+        "service": "stop_cover",
+        "entity_id": "cover.kitchen_window",
+    }
+    fake_ollama.tool_call("web_search", {"query": "windows"}).tool_call(
+        "call_service", stop
+    ).reply("Stopped.")
+    await telegram.send_text("Should I stop the kitchen window?")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await _settle(hass)
+    text = _request_message(telegram)["text"]
+    assert text.startswith(
+        "Please confirm:\nStop cover: Kitchen Window (cover.kitchen_window)\n"
+    )
+
+
+async def test_many_actions_in_one_request_are_counted_past_ten(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Twelve changes after a web search: ten are listed, two are counted."""
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    calls = [
+        (
+            "call_service",
+            {"domain": domain, "service": service, "entity_id": entity_id},
+        )
+        for domain, entity_id, services in (
+            ("light", "light.kitchen_lights", ("turn_on", "turn_off", "toggle")),
+            ("light", "light.bed_light", ("turn_on", "turn_off", "toggle")),
+            ("cover", "cover.garage_door", ("open_cover", "close_cover", "toggle")),
+            ("cover", "cover.kitchen_window", ("open_cover", "close_cover", "toggle")),
+        )
+        for service in services
+    ]
+    fake_ollama.tool_call("web_search", {"query": "everything"}).tool_calls(
+        calls
+    ).reply("All done.")
+    await telegram.send_text("Change everything the page says")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await _settle(hass)
+    lines = _request_message(telegram)["text"].splitlines()
+    assert sum(line.startswith("• ") for line in lines) == 11
+    assert "• and 2 more actions" in lines
+    assert hass.states.get("light.bed_light").state == "off"
+
+
+async def test_tasks_made_with_outside_text_are_named_in_the_readers_language(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task made after a web search, listed later: the request says so in German."""
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "bins"}).tool_call(
+        "schedule", {"message": "Bins", "at": "19:00"}
+    ).reply("Confirm, please.")
+    await telegram.send_text("When are the bins collected?")
+    await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await _settle(hass)
+    request = _request_message(telegram)
+    await telegram.press_button(
+        next(
+            b["callback_data"]
+            for row in request["reply_markup"]["inline_keyboard"]
+            for b in row
+            if b["text"] == "Confirm"
+        ),
+        message_id=request["message_id"],
+    )
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    await _settle(hass)
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(3, chat_id=ALICE_ID)
+    # Later, in German: the listed task was made while outside text was read.
+    telegram.languages[ALICE_ID] = "de"
+    light_off = {
+        "domain": "light",
+        "service": "turn_off",
+        "entity_id": "light.kitchen_lights",
+    }
+    fake_ollama.tool_call("list_tasks", {}).tool_call("call_service", light_off).reply(
+        "Bitte bestätigen."
+    )
+    await telegram.send_text("Zeig meine Aufgaben und mach das Küchenlicht aus")
+    await telegram.wait_for_sent(5, chat_id=ALICE_ID)
+    await _settle(hass)
+    text = _request_message(telegram)["text"]
+    assert text.splitlines()[3] == (
+        "Ich frage, weil Text von außerhalb des Hauses noch in diesem Gespräch ist"
+        " (Aufgaben, erstellt mit Text von außerhalb im Gespräch). /new beendet es."
+    )
 
 
 async def test_schema_5_gains_the_reason_column(tmp_path: Path) -> None:

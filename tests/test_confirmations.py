@@ -6,10 +6,17 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_expose_entity,
+)
 from homeassistant.const import EVENT_CALL_SERVICE
 
 from custom_components.ha_personal_assistant import telegram as telegram_module
-from custom_components.ha_personal_assistant.const import CONF_CONFIRMATION_TIMEOUT
+from custom_components.ha_personal_assistant.const import (
+    CONF_CONFIRMATION_TIMEOUT,
+    DOMAIN,
+)
+from custom_components.ha_personal_assistant.security.permissions import ResolvedCall
 
 from .common import async_setup_assistant, async_setup_house
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID
@@ -462,6 +469,57 @@ async def test_a_double_tap_runs_once(
     await telegram.wait_for_calls("answerCallbackQuery", 2)
     await _settle(hass)
     assert len(unlocks) == 1
+    await _assert_every_decision_audited(entry)
+
+
+async def test_an_entity_taken_out_of_assist_before_confirm_is_refused(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    unlocks: list[Event[Any]],
+) -> None:
+    """Unexposed between the request and the press: refused then, still locked."""
+    entry = await _setup(hass, fake_ollama)
+    request = await _ask_to_unlock(telegram, fake_ollama)
+    async_expose_entity(hass, "conversation", "lock.front_door", False)
+    confirm_data = _buttons(request)[0][1]
+    await telegram.press_button(confirm_data, message_id=request["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    await _settle(hass)
+    outcome = next(
+        m
+        for m in telegram.bot_messages(ALICE_ID)
+        if m["message_id"] == request["message_id"]
+    )["text"]
+    assert outcome.startswith("It did not work: Unlock Front Door")
+    assert outcome.splitlines()[-1].startswith("Refused now: ")
+    assert hass.states.get("lock.front_door").state == "locked"
+    assert unlocks == []
+    await _assert_every_decision_audited(entry)
+
+
+async def test_a_stored_request_of_an_unknown_kind_fails_on_confirm(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A pending request of a kind this version does not run: Confirm says so."""
+    entry = await _setup(hass, fake_ollama)
+    # Stored as another version of the integration would have stored it.
+    await entry.runtime_data.gateway.confirmations.async_propose_internal(
+        conversation_key=f"telegram:{telegram.entry_id}:{ALICE_ID}",
+        bot_entry_id=telegram.entry_id,
+        chat_id=ALICE_ID,
+        requester=f"telegram:{ALICE_ID}",
+        call=ResolvedCall(
+            domain=DOMAIN, service="retired_kind", entity_ids=(), data={}
+        ),
+        summary="Add the retired thing",
+    )
+    await telegram.send_command("/confirm")
+    (sent,) = await telegram.wait_for_sent(1)
+    assert sent["text"] == (
+        "It did not work: Add the retired thing\n"
+        "This kind of request cannot be run now."
+    )
     await _assert_every_decision_audited(entry)
 
 

@@ -14,6 +14,7 @@ from pytest_homeassistant_custom_component.components.diagnostics import (  # ty
 )
 from syrupy.filters import props
 
+from custom_components.ha_personal_assistant import diagnostics as platform
 from custom_components.ha_personal_assistant.const import (
     CONF_ALLOWED_USER_IDS,
     CONF_MODEL,
@@ -23,7 +24,7 @@ from custom_components.ha_personal_assistant.const import (
     DOMAIN,
 )
 
-from .common import MODEL, async_setup_house
+from .common import MODEL, async_setup_assistant, async_setup_house
 from .telegram_harness import ALICE_ID, BOB_ID, BOT_TOKEN
 
 if TYPE_CHECKING:
@@ -147,3 +148,27 @@ async def test_diagnostics_list_recent_failures(
     assert turn["ok"] is False
     assert [e["error"] for e in diagnostics["recent_errors"]] == [sent["text"]]
     assert "spare key" not in json.dumps(diagnostics)
+
+
+async def test_diagnostics_while_the_database_is_locked(
+    hass: HomeAssistant,
+    hass_client: ClientSessionGenerator,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """No counts from a locked file, and the rest of the download as usual."""
+    await async_setup_house(hass)
+    assert await async_setup_component(hass, "diagnostics", {})
+    entry = await async_setup_assistant(hass, fake_ollama)
+    entry.runtime_data.assistant.database.gate.failed("database is locked")
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, entry)
+    assert diagnostics["counts"] == "unavailable: StorageUnavailableError"
+    assert diagnostics["model"]["status"] == "ok"
+    assert diagnostics["versions"]["langgraph"]
+
+
+def test_a_package_that_is_not_installed_has_no_version() -> None:
+    """A missing package is listed without a version instead of failing."""
+    assert platform._package_version("ha-personal-assistant-none") is None
+    installed = platform._package_version("langgraph")
+    assert installed == platform.PACKAGE_VERSIONS["langgraph"] is not None

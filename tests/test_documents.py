@@ -788,6 +788,35 @@ async def test_diagnostics_describe_the_vector_search(
     assert diagnostics["counts"]["rag_documents"] >= 2
 
 
+async def test_diagnostics_count_what_they_can_after_sqlite_vec_went_away(
+    hass: HomeAssistant,
+    hass_client: Any,
+    house: None,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vec0 made by sqlite-vec, which cannot load now: its table is left uncounted."""
+    assert await async_setup_component(hass, "diagnostics", {})
+    entry = await async_setup_documents(hass, fake_ollama)
+    await add_document(hass, "Boiler", BOILER)
+    await index_of(entry).async_wait_idle()
+    assert rows(entry, "SELECT name FROM sqlite_master WHERE name = 'rag_vec'")
+    # Moved to a system without sqlite-vec (HA OS: musl, no wheel).
+    await hass.config_entries.async_unload(entry.entry_id)
+    monkeypatch.setitem(sys.modules, "sqlite_vec", None)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    await index_of(entry).async_wait_idle()
+    diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, entry)
+    counts = diagnostics["counts"]
+    assert "rag_vec" not in counts
+    [(documents,)] = rows(entry, "SELECT COUNT(*) FROM rag_documents")
+    assert counts["rag_documents"] == documents >= 1
+    assert diagnostics["documents"]["sqlite_vec"].startswith(
+        "sqlite-vec is not installed"
+    )
+
+
 def _turn_requests(fake_ollama: FakeOllama, since: int, text: str) -> list[Any]:
     """Return the chat requests that answer ``text`` (not background work)."""
     return [

@@ -10,27 +10,48 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import sqlite3
 import time
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
+
+import pytest
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    async_fire_time_changed,
+)
 
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_NUM_CTX,
     DEFAULT_NUM_PREDICT,
+    DOMAIN,
 )
+from custom_components.ha_personal_assistant.context import SUMMARIZE_AT
+from custom_components.ha_personal_assistant.memory import learner as learner_module
+from custom_components.ha_personal_assistant.runtime import SUMMARY_SWEEP_INTERVAL
+from custom_components.ha_personal_assistant.store import database as db_module
+from custom_components.ha_personal_assistant.store import history as history_store
 from custom_components.ha_personal_assistant.telegram import ReplyStream
+from custom_components.ha_personal_assistant.tools import web
 
-from .common import async_setup_assistant, async_setup_house, last_user_content
-from .fake_ollama import text_reply
-from .telegram_harness import ALICE_ID
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    errors_logged,
+    last_user_content,
+)
+from .fake_ollama import error_reply, text_reply, tool_call_reply
+from .telegram_harness import ALICE_ID, BOB_ID
+from .test_taint import POISON_LIGHT, Results
 
 if TYPE_CHECKING:
-    import pytest
     from homeassistant.core import HomeAssistant
     from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+    from custom_components.ha_personal_assistant.models import Interaction
 
     from .fake_ollama import FakeOllama
     from .restart import Restarter
@@ -401,3 +422,397 @@ async def test_clear_history_forgets_one_chat(
     await _talk(telegram, 2, 1)
     contents = [m["content"] for m in fake_ollama.chat_requests[-1]["messages"]]
     assert not any(c.startswith(("question 0", "question 1")) for c in contents)
+
+
+# ------------------------------------------------ when summaries cannot be had
+
+
+def _summary_requests(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
+    return [r for r in fake_ollama.chat_requests if _is_summary_request(r)]
+
+
+def _opening(request: dict[str, Any]) -> str | None:
+    """Return the opening a turn's request starts with, if it has one."""
+    first_user = next(m for m in request["messages"] if m["role"] == "user")
+    content = str(first_user["content"])
+    return content if content.startswith(OPENING_HEADER) else None
+
+
+def _sweep_timer(hass: HomeAssistant) -> None:
+    """Fire the timer that summarizes ended sessions every ten minutes."""
+    async_fire_time_changed(hass, dt_util.utcnow() + SUMMARY_SWEEP_INTERVAL)
+
+
+@pytest.fixture
+def learning_without_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let learning run whenever the chats are quiet, so its worker ends soon.
+
+    :func:`_settled` waits for every background task, the learner's too,
+    which otherwise waits two minutes between its model calls.
+    """
+    monkeypatch.setattr(learner_module, "LEARNING_INTERVAL_SECONDS", 0.0)
+
+
+async def _settled(hass: HomeAssistant) -> None:
+    """Wait until the work after the replies (history, summaries) is done."""
+    await hass.async_block_till_done(wait_background_tasks=True)
+
+
+async def _end_session(telegram: TelegramHarness) -> None:
+    before = len(telegram.sent_messages())
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(before + 1)
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_turn_the_history_cannot_store_is_answered_and_never_summarized(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The history refuses every row: replies go on, a warning, no summary."""
+    entry = await _setup(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    assistant = entry.runtime_data.assistant
+    await assistant.database.async_run(
+        lambda conn: conn.execute(
+            "CREATE TRIGGER refuse_history BEFORE INSERT ON conversation_history"
+            " BEGIN SELECT RAISE(ABORT, 'the history refuses rows'); END"
+        )
+    )
+    pressures: list[float] = []
+
+    async def record(interaction: Interaction) -> None:
+        pressures.append(interaction.history_pressure)
+
+    assistant.after_reply.append(record)
+    turns = 0
+    # On until a summary would be due: the history is past SUMMARIZE_AT.
+    while sum(pressure >= SUMMARIZE_AT for pressure in pressures) < 2:
+        await _talk(telegram, turns, 1, long=True)
+        turns += 1
+        assert turns < 30, "the history never filled its room"
+    await _settled(hass)
+    assert [m["text"] for m in telegram.sent_messages()] == [
+        f"Echo: {index}" for index in range(turns)
+    ]
+    # A summary of turns that are not stored would reach nothing: none is made.
+    assert _summary_requests(fake_ollama) == []
+    warnings = [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelno == logging.WARNING
+    ]
+    assert any(
+        "Could not store the conversation history" in warning
+        and "the history refuses rows" in warning
+        for warning in warnings
+    )
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_summary_that_cannot_be_read_leaves_the_reply_without_it(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The file is locked just when the last session's summary is read: answered."""
+    entry = await _setup(hass, fake_ollama)
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    await _talk(telegram, 0, 3)
+    await _end_session(telegram)
+    await _wait_for(lambda: any(kind == "summary call" for kind, _ in log))
+    await _settled(hass)
+    database = entry.runtime_data.assistant.database
+    stored = await database.async_run(
+        lambda conn: conn.execute(
+            "SELECT summary FROM conversation_sessions WHERE summary IS NOT NULL"
+        ).fetchall()
+    )
+    assert stored == [("SUMMARY of 3 turns",)]
+
+    def locked(*_args: Any) -> str | None:
+        msg = "database is locked"
+        raise sqlite3.OperationalError(msg)
+
+    monkeypatch.setattr(history_store, "previous_summary", locked)
+    await _talk(telegram, 3, 1)
+    assert telegram.sent_messages()[-1]["text"] == "Echo: 3"
+    assert _opening(_chats(fake_ollama)[-1]) is None
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_summary_the_server_fails_leaves_the_users_own_words(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The summary request gets an error: replies go on, the trim keeps the asks."""
+    await _setup(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    failed: list[dict[str, Any]] = []
+
+    def answer(request: dict[str, Any]) -> Any:
+        if _is_summary_request(request):
+            failed.append(request)
+            return error_reply(500, "model runner has unexpectedly stopped")
+        if _is_background(request):
+            return "NONE"
+        return f"Echo: {last_user_content(request).split()[1]}"
+
+    fake_ollama.default = answer
+    turns = 0
+    opening = None
+    while not (failed and opening):
+        await _talk(telegram, turns, 1, long=True)
+        turns += 1
+        assert turns < 40, "no summary was tried, or the history never trimmed"
+        opening = _opening(_chats(fake_ollama)[-1])
+        # Quiet: the summary may run.
+        await asyncio.sleep(QUIET * 2)
+    assert opening is not None
+    assert "- The user asked: question 0 word0" in opening
+    sent = telegram.sent_messages()
+    assert len(sent) == turns
+    assert all(m["text"].startswith("Echo: ") for m in sent)
+    await _settled(hass)
+    assert errors_logged(caplog) == []
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_failed_summary_never_erases_the_one_before(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """The server fails from the second summary on: the next session has the first."""
+    await _setup(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    echo = fake_ollama.default
+
+    def answer(request: dict[str, Any]) -> Any:
+        if _is_summary_request(request) and _summary_requests(fake_ollama)[1:]:
+            return error_reply(500, "model runner has unexpectedly stopped")
+        return echo(request)
+
+    fake_ollama.default = answer
+    turns = 0
+    # On until the summary of an older half failed after one was written.
+    while len(_summary_requests(fake_ollama)) < 2:
+        await _talk(telegram, turns, 1, long=True)
+        turns += 1
+        assert turns < 40, "no second summary was tried"
+        # Quiet: the summary may run.
+        await asyncio.sleep(QUIET * 2)
+    await _settled(hass)
+    await _end_session(telegram)
+    await _wait_for(lambda: len(_summary_requests(fake_ollama)) == 3)
+    await _settled(hass)
+    # One was written (the first); the second and the session's were not.
+    assert sum(kind == "summary call" for kind, _ in log) == 1
+    await _talk(telegram, turns, 1)
+    opening = _opening(_chats(fake_ollama)[-1])
+    assert opening is not None
+    assert opening.startswith(f"{OPENING_HEADER}\nSUMMARY of ")
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_summary_answered_with_a_tool_call_is_dropped_and_written_later(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A tool call for a summary: nothing runs or is kept; a later sweep writes it."""
+    await _setup(hass, fake_ollama)
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    echo = fake_ollama.default
+    bed_light_on = {
+        "domain": "light",
+        "service": "turn_on",
+        "entity_id": "light.bed_light",
+    }
+
+    def answer(request: dict[str, Any]) -> Any:
+        if _is_summary_request(request) and not _summary_requests(fake_ollama)[1:]:
+            return tool_call_reply(
+                [("call_service", bed_light_on)],
+                content="The user wants the bed light on.",
+            )
+        return echo(request)
+
+    fake_ollama.default = answer
+    await _talk(telegram, 0, 3)
+    await _end_session(telegram)
+    await _wait_for(lambda: len(_summary_requests(fake_ollama)) == 1)
+    await _settled(hass)
+    assert hass.states.get("light.bed_light").state == "off"
+    # The session is still to be summarized: the ten-minute sweep does it.
+    _sweep_timer(hass)
+    await _wait_for(lambda: len(_summary_requests(fake_ollama)) == 2)
+    await _settled(hass)
+    await _talk(telegram, 3, 1)
+    opening = _opening(_chats(fake_ollama)[-1])
+    assert opening is not None
+    assert opening.startswith(f"{OPENING_HEADER}\nSUMMARY of 3 turns")
+    assert "bed light" not in opening
+    assert hass.states.get("light.bed_light").state == "off"
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_summaries_wait_out_a_locked_database(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Locked when the summary reads the session and when the next sweep looks."""
+    monkeypatch.setattr(db_module, "FAULT_BACKOFF", 5.0)
+    # The summary of an ended session waits for quiet: a minute, for now.
+    entry = await _setup(hass, fake_ollama, quiet=60.0)
+    assistant = entry.runtime_data.assistant
+    database = assistant.database
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    echo = fake_ollama.default
+
+    def answer(request: dict[str, Any]) -> Any:
+        if not _is_background(request) and "from Bob" in last_user_content(request):
+            # Another program locks the file while the model answers Bob.
+            database.gate.failed("database is locked")
+            return "Hello Bob"
+        return echo(request)
+
+    fake_ollama.default = answer
+    await _talk(telegram, 0, 3)
+    await _end_session(telegram)
+    # Bob's message ends the quiet; the summary then finds the file locked.
+    assistant.scheduler.quiet_seconds = QUIET
+    await telegram.send_text("Hello from Bob", chat_id=BOB_ID, user_id=BOB_ID)
+    await telegram.wait_for_sent(1, chat_id=BOB_ID)
+    await _settled(hass)
+    assert _summary_requests(fake_ollama) == []
+    # Still locked when the ten-minute sweep looks for ended sessions.
+    database.gate.failed("database is locked")
+    _sweep_timer(hass)
+    await _settled(hass)
+    assert _summary_requests(fake_ollama) == []
+    # The file answers again: the next sweep writes it; the new session opens with it.
+    await asyncio.sleep(db_module.FAULT_BACKOFF)
+    _sweep_timer(hass)
+    await _settled(hass)
+    assert len(_summary_requests(fake_ollama)) == 1
+    await _talk(telegram, 3, 1)
+    opening = _opening(_chats(fake_ollama)[-1])
+    assert opening is not None
+    assert opening.startswith(f"{OPENING_HEADER}\nSUMMARY of 3 turns")
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_history_cleared_while_its_summary_waits_is_not_summarized(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """clear_history before the quiet came: no summary of what was forgotten."""
+    entry = await _setup(hass, fake_ollama, quiet=60.0)
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    await _talk(telegram, 0, 3)
+    await _end_session(telegram)
+    await hass.services.async_call(
+        DOMAIN,
+        "clear_history",
+        {"chat_id": ALICE_ID},
+        blocking=True,
+        return_response=True,
+    )
+    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    await _talk(telegram, 3, 1)
+    await _settled(hass)
+    assert _summary_requests(fake_ollama) == []
+    await _talk(telegram, 4, 1)
+    contents = [m["content"] for m in _chats(fake_ollama)[-1]["messages"]]
+    assert not any(c.startswith(("question 0", "question 1")) for c in contents)
+    assert _opening(_chats(fake_ollama)[-1]) is None
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_one_sweep_at_a_time_summarizes_a_session_once(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """/new twice while the first sweep waits for quiet: one summary."""
+    entry = await _setup(hass, fake_ollama, quiet=60.0)
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    await _talk(telegram, 0, 3)
+    await _end_session(telegram)
+    # /new again while the first sweep waits for quiet.
+    await _end_session(telegram)
+    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    await _talk(telegram, 3, 1)
+    await _settled(hass)
+    assert len(_summary_requests(fake_ollama)) == 1
+
+
+@pytest.mark.usefixtures("learning_without_pause")
+async def test_a_session_without_its_saved_state_is_summarized_from_its_rows(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The saved state cannot be read: the stored turns stand in, within limits.
+
+    What fits the summary's share of the window goes (the oldest turns are
+    left out), and an answer written from outside text is not in it.
+    """
+    monkeypatch.setattr(web, "DDGS", Results(POISON_LIGHT))
+    entry = await _setup(hass, fake_ollama, **{CONF_NUM_CTX: 4096})
+    log: list[tuple[str, float]] = []
+    _script(fake_ollama, log)
+    echo = fake_ollama.default
+
+    def answer(request: dict[str, Any]) -> Any:
+        last = request["messages"][-1]
+        if last["role"] == "tool":
+            return "The web says: POISONED ADVICE"
+        if not _is_background(request) and "save energy" in last_user_content(request):
+            return tool_call_reply([("web_search", {"query": "save energy"})])
+        return echo(request)
+
+    fake_ollama.default = answer
+    long_question = "question 0 " + " ".join(f"word{i}" for i in range(400))
+    await telegram.send_text(long_question)
+    await telegram.wait_for_sent(1)
+    await telegram.send_text("question 1 how do I save energy?")
+    await telegram.wait_for_sent(2)
+    await _talk(telegram, 2, 1)
+    assert telegram.sent_messages()[1]["text"].startswith("The web says")
+    # The summary of its older half (turn 0 filled the history) comes first.
+    await _settled(hass)
+    before = len(_summary_requests(fake_ollama))
+    # The session's saved state is damaged inside its rows, where SQLite's
+    # checks do not look.
+    conn = entry.runtime_data.storage.checkpoints.saver.inner.conn  # type: ignore[union-attr]
+    await conn.execute("UPDATE checkpoints SET checkpoint = ?", (b"garbage",))
+    await conn.commit()
+    await _end_session(telegram)
+    await _wait_for(lambda: len(_summary_requests(fake_ollama)) > before)
+    await _settled(hass)
+    (summary,) = _summary_requests(fake_ollama)[before:]
+    assert "the whole conversation above" in summary["messages"][-1]["content"]
+    contents = [str(m["content"]) for m in summary["messages"]]
+    text = "\n".join(contents)
+    # The rows of turns 1 and 2, not the long turn 0 before them.
+    assert "question 0" not in text
+    assert "question 1 how do I save energy?" in contents
+    assert "question 2" in contents
+    # The answer written from web results is a note, not its words.
+    assert "POISONED" not in text
+    assert "an earlier answer" in text
+    stored = await entry.runtime_data.assistant.database.async_run(
+        lambda conn: conn.execute(
+            "SELECT summary FROM conversation_sessions WHERE summary IS NOT NULL"
+        ).fetchall()
+    )
+    assert stored == [("SUMMARY of 2 turns",)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
 
 from custom_components.ha_personal_assistant.const import (
@@ -23,7 +24,13 @@ from custom_components.ha_personal_assistant.const import (
 )
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
-from .speech_mocks import SPOKEN, STT_ENTITY, async_setup_speech, speech_flow
+from .speech_mocks import (
+    SPOKEN,
+    STT_ENTITY,
+    TTS_ENTITY,
+    async_setup_speech,
+    speech_flow,
+)
 from .telegram_harness import ALICE_ID, media_update
 
 __all__ = ["speech_flow"]
@@ -673,8 +680,20 @@ async def test_without_a_vision_model_a_photo_gets_a_how_to(
             "stt_format",
             {"engine": STT_ENTITY},
         ),
+        (
+            lambda listener: setattr(
+                listener, "error", HomeAssistantError("the engine crashed")
+            ),
+            "stt_failed",
+            {"engine": STT_ENTITY},
+        ),
+        (
+            lambda listener: setattr(listener, "languages", []),
+            "stt_failed",
+            {"engine": STT_ENTITY},
+        ),
     ],
-    ids=["failed", "empty", "format"],
+    ids=["failed", "empty", "format", "crashed", "no_language"],
 )
 async def test_a_voice_note_that_cannot_be_heard_gets_a_clear_reply(
     hass: HomeAssistant,
@@ -787,6 +806,161 @@ async def test_a_failed_voice_reply_leaves_the_text_reply_and_says_so(
     sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
     assert sent[0]["text"].endswith("All lights are off.")
     assert sent[1]["text"] == fixed_text("tts_failed", engine="tts.test_speaker")
+    assert not telegram.calls("sendVoice")
+    assert transfer_files(hass) == []
+
+
+async def test_an_stt_engine_that_is_gone_is_named(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The option names an engine removed since: said, with its id."""
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: "stt.removed"})
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("stt_not_found", engine="stt.removed")
+    assert not fake_ollama.chat_requests
+
+
+async def test_an_stt_option_without_speech_to_text_in_ha_gets_a_how_to(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """The option names an engine, but HA has no speech-to-text set up at all."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY})
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("stt_missing")
+    assert not fake_ollama.chat_requests
+
+
+async def test_a_language_the_engines_lack_gets_their_own(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """French everywhere, engines in English and German: heard and spoken in English."""
+    listener, speaker = speech
+    hass.config.language = "fr"
+    telegram.languages[ALICE_ID] = "fr"
+    await async_setup_assistant(
+        hass,
+        fake_ollama,
+        **{CONF_STT_ENGINE: STT_ENTITY, CONF_VOICE_REPLIES: True},
+    )
+    fake_ollama.reply("La lampe est allumée.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await telegram.wait_for_calls("sendVoice")
+    ((metadata, _),) = listener.received
+    assert metadata.language == "en-US"
+    heard = fixed_text("voice_heard", "fr", text="turn on the bed light")
+    assert sent[-1]["text"].split("\n")[0] == heard
+    assert speaker.spoken == ["La lampe est allumée."]
+    assert speaker.settings == [("en", {})]
+
+
+async def test_the_assist_pipelines_voice_speaks_the_reply(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The preferred pipeline's TTS engine, language and voice say the answer."""
+    from homeassistant.components.assist_pipeline.pipeline import (
+        async_get_pipeline,
+        async_update_pipeline,
+    )
+
+    _, speaker = speech
+    assert await async_setup_component(hass, "assist_pipeline", {})
+    await async_update_pipeline(
+        hass,
+        async_get_pipeline(hass),
+        stt_engine=STT_ENTITY,
+        tts_engine=TTS_ENTITY,
+        tts_language="de",
+        tts_voice="Anna",
+    )
+    await async_setup_assistant(hass, fake_ollama, **{CONF_VOICE_REPLIES: True})
+    fake_ollama.reply("Das Licht ist an.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    (voice,) = await telegram.wait_for_calls("sendVoice")
+    assert voice["chat_id"] == ALICE_ID
+    assert speaker.spoken == ["Das Licht ist an."]
+    assert speaker.settings == [("de", {"voice": "Anna"})]
+
+
+async def test_a_broken_preferred_pipeline_falls_back_to_the_default_engine(
+    hass: HomeAssistant,
+    hass_storage: dict[str, Any],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    speech_flow: None,
+) -> None:
+    """Assist's stored preferred pipeline is gone: HA's default engine hears it."""
+    hass_storage["assist_pipeline.pipelines"] = {
+        "version": 1,
+        "minor_version": 2,
+        "key": "assist_pipeline.pipelines",
+        "data": {"items": [], "preferred_item": "01JGONE0000000000000000000"},
+    }
+    assert await async_setup_component(hass, "homeassistant", {})
+    listener, _ = await async_setup_speech(hass)
+    assert await async_setup_component(hass, "assist_pipeline", {})
+    await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.reply("OK.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"].endswith("OK.")
+    assert len(listener.received) == 1
+
+
+@pytest.mark.parametrize(
+    ("case", "key", "placeholders"),
+    [
+        ("no_tts", "tts_missing", {}),
+        ("engine_gone", "tts_failed", {"engine": "tts.removed"}),
+        ("no_audio", "tts_failed", {"engine": TTS_ENTITY}),
+    ],
+    ids=["no_tts", "engine_gone", "no_audio"],
+)
+async def test_a_voice_reply_that_cannot_be_made_is_explained(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    speech_flow: None,
+    case: str,
+    key: str,
+    placeholders: dict[str, str],
+) -> None:
+    """No TTS in HA, Assist's engine removed, or no audio: the text, then a note."""
+    from homeassistant.components.assist_pipeline.pipeline import (
+        async_get_pipeline,
+        async_update_pipeline,
+    )
+
+    assert await async_setup_component(hass, "homeassistant", {})
+    _, speaker = await async_setup_speech(hass, with_tts=case != "no_tts")
+    if case == "engine_gone":
+        assert await async_setup_component(hass, "assist_pipeline", {})
+        await async_update_pipeline(
+            hass, async_get_pipeline(hass), tts_engine="tts.removed"
+        )
+    speaker.audio = b""
+    await async_setup_assistant(
+        hass,
+        fake_ollama,
+        **{CONF_STT_ENGINE: STT_ENTITY, CONF_VOICE_REPLIES: True},
+    )
+    fake_ollama.reply("All lights are off.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    assert sent[0]["text"].endswith("All lights are off.")
+    assert sent[1]["text"] == fixed_text(key, **placeholders)
     assert not telegram.calls("sendVoice")
     assert transfer_files(hass) == []
 

@@ -11,6 +11,7 @@ where the file is intact.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sqlite3
 import threading
@@ -490,3 +491,29 @@ async def test_storage_busy_at_setup_retries_and_then_loads(
     fake_ollama.reply("Remembered.")
     assert await _ask(telegram, "What is my cat called?") == "Remembered."
     assert REMEMBERED in _prompt_text(fake_ollama)
+
+
+async def test_a_skipped_checkpoint_file_leaves_no_call_unawaited(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    recwarn: pytest.WarningsRecorder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While the file is skipped, no call to it is made and left hanging."""
+    # Debug records would keep the skipped call alive past the test.
+    caplog.set_level(logging.INFO, logger="custom_components.ha_personal_assistant")
+    entry = await _start(hass, fake_ollama, telegram)
+    # Locked a moment ago: the file is skipped for FAULT_BACKOFF seconds.
+    entry.runtime_data.storage.checkpoints.gate.failed("database is locked")
+    fake_ollama.reply("Answered without the saved conversation.")
+    assert await _ask(telegram, "Hello?") == "Answered without the saved conversation."
+    await hass.async_block_till_done()
+    # A call never awaited is reported when it is collected.
+    gc.collect()
+    never_awaited = [
+        str(warning.message)
+        for warning in recwarn
+        if "was never awaited" in str(warning.message)
+    ]
+    assert never_awaited == []

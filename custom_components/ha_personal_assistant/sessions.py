@@ -206,14 +206,13 @@ class SessionKeeper:
 
         Tainted turns are reduced to the user's own words first (the request
         then differs from the cached bytes from there on: a rare cost).
+        ``turns`` is never empty: both callers return before, without turns.
         """
         clean = [
             message
             for turn in turns
             for message in (stub_turn(turn) if is_tainted_turn(turn) else turn)
         ]
-        if not clean:
-            return None
         last = str(clean[0].content)
         for message in clean:
             if isinstance(message, HumanMessage):

@@ -78,8 +78,11 @@ SERVICE_VERBS: Final = {
 # The integration's descriptions of untrusted text (ToolContext.taint_sources)
 # and how the Confirm message names them in the person's language.
 PHOTO_SOURCE: Final = "a photo"
+# Listed tasks whose messages were written while outside text was in a prompt.
+TASKS_SOURCE: Final = "tasks made while outside text was in the conversation"
 _SOURCE_KEYS: Final = {
     PHOTO_SOURCE: "source_photo",
+    TASKS_SOURCE: "source_tasks",
     "a web search": "source_web",
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",

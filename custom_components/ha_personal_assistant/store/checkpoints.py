@@ -23,7 +23,7 @@ from .database import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Sequence
+    from collections.abc import AsyncIterator, Coroutine, Sequence
 
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
@@ -82,8 +82,13 @@ class ResilientSaver(BaseCheckpointSaver[str]):
         """Forget the thread's mark once a turn ended, saved or not (it failed)."""
         self._unsaved.discard(thread_id)
 
-    async def _guard[T](self, call: Awaitable[T]) -> T:
-        self.gate.check()
+    async def _guard[T](self, call: Coroutine[Any, Any, T]) -> T:
+        try:
+            self.gate.check()
+        except db.StorageUnavailableError:
+            # Skipped: the call never starts (closed, not left unawaited).
+            call.close()
+            raise
         try:
             # SQLite's busy timeout (DB_TIMEOUT) normally answers first.
             async with asyncio.timeout(db.DB_TIMEOUT + 1):

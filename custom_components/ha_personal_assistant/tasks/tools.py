@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
+from ..security.confirmations import TASKS_SOURCE
 from ..security.permissions import (
     Decision,
     ResolvedCall,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
 # Longest a watch may wait for its condition to hold.
 MAX_FOR_MINUTES: Final = 7 * 24 * 60
-TAINTED_SOURCE: Final = "tasks made while outside text was in the conversation"
 CONFIRM_NOTE: Final = (
     "Nothing is set up yet: outside text is in this conversation, so the user "
     "gets a message with Confirm and Cancel buttons; it happens only if they "
@@ -284,7 +284,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         mine = tasks.current.open_tasks(ctx.person)
         if any(task.tainted for task in mine):
             # Their messages were written while outside text was in a prompt.
-            ctx.mark_tainted(TAINTED_SOURCE)
+            ctx.mark_tainted(TASKS_SOURCE)
         if not mine:
             return {"tasks": [], "note": "The user has no open tasks."}
         english = await async_texts(ctx.hass, ENGLISH)
