@@ -1107,7 +1107,9 @@ class _Redactor:
             removed += len(self.text[start:end].strip())
             last = end
         pieces.append(self.text[last:])
-        text = _tidy("".join(pieces))
+        # Nothing removed: the query leaves as written ("c'est grave ?",
+        # "!secret"), only its blank runs collapsed.
+        text = _tidy("".join(pieces)) if merged else " ".join(self.text.split())
         categories = tuple(sorted(counts))
         original = len(re.sub(r"\s+", "", self.text))
         return Sanitized(text, categories, original, removed, counts, found)
@@ -1116,10 +1118,12 @@ class _Redactor:
 def _tidy(text: str) -> str:
     """Collapse what removal left behind: double spaces, dangling separators."""
     text = re.sub(r"\(\s*[,;/]?\s*\)|\[\s*\]|\"\s*\"|'\s+'", " ", text)
-    text = re.sub(r"\s+([,.;:!?])", r"\1", text)
+    # A mark that ends a phrase moves back to its word; one that starts a
+    # token ("!secret", "::1", "-22.9") stays where it is.
+    text = re.sub(r"\s+([,.;:!?]+)(?=\s|$)", r"\1", text)
     text = re.sub(r"(?:^|(?<=\s))[,.;:/-]+(?=\s|$)", " ", text)
-    text = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", text)
-    return re.sub(r"\s+", " ", text).strip(" ,;:-/")
+    text = re.sub(r"([,;:])(?:\s*[,;:])+(?=\s|$)", r"\1", text)
+    return re.sub(r"\s+", " ", text).lstrip().rstrip(" ,;:-/")
 
 
 def _phones(text: str, country: str | None) -> Iterator[tuple[int, int]]:
@@ -1273,13 +1277,94 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
             yield match.span()
 
 
+# Public DNS resolvers everybody may name ("8.8.8.8 or 1.1.1.1?"): they are
+# nobody's machine. Google, Cloudflare (and its family filters), Quad9,
+# OpenDNS, AdGuard, CleanBrowsing, Level3, DNS.WATCH, Comodo, Yandex, Mullvad.
+_PUBLIC_RESOLVERS: Final = frozenset(
+    ipaddress.ip_address(address)
+    for address in (
+        "8.8.8.8",
+        "8.8.4.4",
+        "1.1.1.1",
+        "1.0.0.1",
+        "1.1.1.2",
+        "1.0.0.2",
+        "1.1.1.3",
+        "1.0.0.3",
+        "9.9.9.9",
+        "9.9.9.10",
+        "9.9.9.11",
+        "149.112.112.112",
+        "149.112.112.10",
+        "149.112.112.11",
+        "208.67.222.222",
+        "208.67.220.220",
+        "208.67.222.123",
+        "208.67.220.123",
+        "94.140.14.14",
+        "94.140.15.15",
+        "185.228.168.9",
+        "185.228.169.9",
+        "4.2.2.1",
+        "4.2.2.2",
+        "84.200.69.80",
+        "84.200.70.40",
+        "8.26.56.26",
+        "8.20.247.20",
+        "77.88.8.8",
+        "77.88.8.1",
+        "194.242.2.2",
+        "2001:4860:4860::8888",
+        "2001:4860:4860::8844",
+        "2606:4700:4700::1111",
+        "2606:4700:4700::1001",
+        "2620:fe::fe",
+        "2620:fe::9",
+        "2620:119:35::35",
+        "2620:119:53::53",
+        "2a10:50c0::ad1:ff",
+        "2a10:50c0::ad2:ff",
+    )
+)
+_THIS_NETWORK: Final = ipaddress.ip_network("0.0.0.0/8")
+
+
 def _valid_ip(text: str) -> bool:
-    """Tell an address of some machine from loopback, unspecified and non-IPs."""
+    """Tell an address of some machine from addresses that are nobody's.
+
+    Not a machine's: loopback, unspecified, multicast (224.0.0.251, ff02::fb),
+    IPv4's reserved 240.0.0.0/4 (the broadcast 255.255.255.255 and the
+    netmasks 255.255.255.0, 255.255.0.0), "this network" 0.0.0.0/8 (wildcard
+    masks) and the public DNS resolvers.
+    """
     try:
         address = ipaddress.ip_interface(text.split("%", 1)[0]).ip
     except ValueError:
         return False
-    return not (address.is_loopback or address.is_unspecified)
+    special = address.version == 4 and (  # noqa: PLR2004
+        address.is_reserved or address in _THIS_NETWORK
+    )
+    return not (
+        address.is_loopback
+        or address.is_unspecified
+        or address.is_multicast
+        or special
+        or address in _PUBLIC_RESOLVERS
+    )
+
+
+# MAC addresses that are no device's: broadcast, all zeros, and the group
+# addresses of IPv4 and IPv6 multicast and of IEEE 802.1 (STP, LLDP).
+_GROUP_MAC: Final = re.compile(
+    r"(?:ff[:.-]?){5}ff|(?:00[:.-]?){5}00|01[:.-]?00[:.-]?5e|33[:.-]?33|"
+    r"01[:.-]?80[:.-]?c2",
+    re.IGNORECASE,
+)
+
+
+def _device_mac(text: str) -> bool:
+    """Tell a device's MAC address from a broadcast or multicast one."""
+    return _GROUP_MAC.match(text) is None
 
 
 def _is_secret(token: str) -> bool:
@@ -1385,7 +1470,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         redactor.add(start, end, SECRET)
     redactor.add_all(_EMAIL, EMAIL)
     redactor.add_all(_LOCAL_HOST, HOSTNAME)
-    redactor.add_all(_MAC, MAC)
+    redactor.add_all(_MAC, MAC, lambda m: _device_mac(m.group(0)))
     redactor.add_all(_IPV4, IP, lambda m: _valid_ip(m.group(0)))
     redactor.add_all(
         _IPV6,
