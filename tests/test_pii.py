@@ -461,3 +461,48 @@ def test_a_mark_that_starts_a_token_stays_after_a_removal() -> None:
     assert result.text == "call about !secret in yaml"
     result = sanitize("::1 and 10.0.0.7 differ how", CONTEXT)
     assert result.text == "::1 and differ how"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Ersatzteilnummer 00754866 Bosch Pumpe",
+        "réf. 0123456789 notice en ligne",
+        "ISSN 0036-8075 science impact factor",
+        "p/n 0445110183 injector price",
+        "e ≈ 2,7182818284 auf 10 Stellen",
+        "Lotto 6 aus 49 Ziehung 4 11 23 30 41 49 Quote",
+        "powerball 08 19 27 44 61 payout",
+        "lottery numbers 07 15 28 33 41 drawn friday",
+        "Vorwahlen 0170 0171 0172 welcher Anbieter",
+        "indicatifs 0590 0596 0594 quelles îles",
+        "routing number 121000358 which bank",
+        "BSB 062-000 which branch",
+        "BLZ 10070000 welche Bank",
+        "sort code 20-00-00 barclays branch",
+        "firmware 2.1.4.7 changelog",
+        "BIOS 1.2.0.3 update for the nuc",
+    ],
+)
+def test_numbers_named_as_something_else_pass_unchanged(query: str) -> None:
+    """Part numbers, decimals, draws, prefixes, bank codes and versions stay."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query
+    assert result.categories == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "value"),
+    [
+        ("lotto scam call from 0176 23456789", "23456789"),
+        ("which prefix is 0171 2345678 from", "2345678"),
+        ("sort code 20-00-00 account 55779911 transfer", "55779911"),
+        ("my bank pin is 6150 should i change it", "6150"),
+        ("firmware update failed on 192.168.1.40", "192.168.1.40"),
+        ("0,5 liter 0171 2345678 who sells", "2345678"),
+    ],
+)
+def test_numbers_near_those_labels_are_still_removed(query: str, value: str) -> None:
+    """A label only keeps the number it names; a phone or account still goes."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text

@@ -69,6 +69,12 @@ _MAC: Final = re.compile(
     re.IGNORECASE,
 )
 _IPV4: Final = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?(?![\w.]*\d)")
+# A dotted quad named as a version: "firmware 1.0.19.2", "build 4.2.0.17".
+_VERSION_LABEL: Final = re.compile(
+    r"(?<!\w)(?:firmware|fw|version|versión|versione|versão|versie|wersj[ai]|"
+    r"ver\.?|v\.?|build|release|bios|kernel)\s*:?\s*$",
+    re.IGNORECASE,
+)
 _IPV6: Final = re.compile(
     r"(?<![\w:])(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%\w+)?(?![\w:])", re.IGNORECASE
 )
@@ -289,6 +295,16 @@ _KEY_OWNER: Final = re.compile(
     r"alarmu|karty|sejfu|домофона|двери|ворот|сигнализации|карты|сейфа|"
     r"deur|poort|kaart|dörr|port|kort|larm|porta|portão|cartão|"
     r"我的|门|卡)(?!\w)",
+    re.IGNORECASE,
+)
+# Codes that name something public, not a secret: "sort code 40-11-62",
+# "area code", "zip code", "error code", "bank code".
+_PUBLIC_CODE: Final = re.compile(
+    r"(?<!\w)(?:sort|area|zip|post|postal|error|status|country|bar|promo|"
+    r"discount|coupon|voucher|qr|source|tracking|dial(?:l)?ing|region|language|"
+    r"currency|colou?r|hex|ascii|unicode|exit|return|fault|diagnostic|obd|dtc|"
+    r"product|iata|icao|airport|swift|bic|branch|routing|transit|morse|"
+    r"response|http)[\s-]*$",
     re.IGNORECASE,
 )
 _LATIN_BOUNDARY: Final = r"A-Za-z0-9À-ɏ"
@@ -582,7 +598,12 @@ def _secret_value(
         # "password manager is bitwarden": the word was not a qualifier.
         return False
     if word.group(2) is not None:
-        # A PIN or code: someone's or something's, and with a digit.
+        # A PIN or code: someone's or something's, and with a digit; never a
+        # code that names something public ("sort code", "area code").
+        if not word.group(2).casefold().startswith("pin") and _PUBLIC_CODE.search(
+            text[max(0, word.start() - 16) : word.start()]
+        ):
+            return False
         owner = text[max(0, word.start() - 24) : after.start("value")]
         return any(c.isdigit() for c in value) and bool(
             _KEY_OWNER.search(owner) or _SELF_CODE_WORD.fullmatch(word.group(2))
@@ -637,15 +658,47 @@ _PHONE_CUE: Final = re.compile(
     re.IGNORECASE,
 )
 _PHONE_CUE_WINDOW: Final = 32  # characters either side of a number
+_LABEL_WINDOW: Final = 64  # characters before a list of draws or prefixes
 # Numbers that are something else, named just before them.
 _NUMBER_LABEL: Final = re.compile(
-    r"(?:isbn(?:-1[03])?|issn|ean|upc|gtin|sku|iso|din|rfc|nfpa|kb|build|version|"
-    r"ver\.?|art\.?-?nr\.?|model|models|part|parts|serial|s/n|ports?|channels?|"
-    r"sizes?|pages?|chapters?|seats?|rooms?|levels?|lines?|bus|buses|trams?|"
-    r"routes?|platforms?|gates?|tracks?|episodes?|seasons?|sections?|§)"
+    r"(?<!\w)(?:isbn(?:-1[03])?|issn|ean|upc|gtin|sku|iso|din|rfc|nfpa|kb|build|"
+    r"version|ver\.?|art\.?-?nr\.?|model|models|part|parts|serial|s/n|ports?|"
+    r"channels?|sizes?|pages?|chapters?|seats?|rooms?|levels?|lines?|bus|buses|"
+    r"trams?|routes?|platforms?|gates?|tracks?|episodes?|seasons?|sections?|§|"
+    # Spare parts and articles: "Ersatzteil 00611319", "réf. 0123456".
+    r"ersatzteil\w*|teilenummer|artikel(?:nummer)?|bestellnummer|e-nr\.?|"
+    r"p/n|mpn|ref\.?|réf\.?|référence|referencia|riferimento|"
+    r"catalog(?:ue)?|katalog\w*|"
+    # Bank codes name a bank or branch, never a person's account: "sort code
+    # 40-11-62", "routing number 021000021", "BLZ 37040044".
+    r"sort\s+code|routing|aba|bsb|blz|bankleitzahl|bic|swift|transit)"
     r"\s*(?:no\.?|nr\.?|number|#)?\s*:?\s*$",
     re.IGNORECASE,
 )
+# Draws of a lottery: "Lottozahlen 3 12 19 27 38 45" is no phone number.
+_LOTTERY: Final = re.compile(
+    r"(?<!\w)(?:lotto\w*|lotter\w*|loter[ií]a\w*|loto|lotek|euromil\w*|"
+    r"eurojackpot|powerball|mega\s+millions|superenalotto|primitiva|bonoloto|"
+    r"mega-?sena|keno|gewinnzahlen|ziehung\w*|tirage|estrazion\w*|sorteo\w*|"
+    r"sorteio\w*|winning\s+numbers|numeri\s+vincenti|numéros\s+gagnants|"
+    r"números\s+premiados)(?!\w)",
+    re.IGNORECASE,
+)
+# Words that only say "number": with a lottery, they do not make a phone.
+_NUMBER_WORD: Final = re.compile(
+    r"(?<!\w)(?:numbers?|no\.|nr\.?|nummer\w*|numéros?|números?|numer\w*|"
+    r"numeri|numero|номер\w*|zahlen)(?!\w)",
+    re.IGNORECASE,
+)
+# A list of dialling prefixes: "préfixes 0162 0163", "Vorwahlen 030 040".
+_PREFIX_CUE: Final = re.compile(
+    r"(?<!\w)(?:pr[ée]fix\w*|prefij\w*|prefiss\w*|prefiks\w*|prefixo\w*|"
+    r"vorwahl\w*|indicatif\w*|area\s+codes?|dial(?:l)?ing\s+codes?|"
+    r"netnummer\w*|kierunkow\w*)(?!\w)",
+    re.IGNORECASE,
+)
+# The fraction of a decimal number: "6,02214076" is not "02214076".
+_DECIMAL_BEFORE: Final = re.compile(r"(?<![\d.,])\d{1,3}[.,]$")
 # A unit or currency next to a grouped number makes it an amount.
 _UNIT_AFTER: Final = re.compile(
     r"^\s?(?:€|\$|£|¥|₽|₹|元|zł|zl|kr|kč|eur|euro|euros|usd|dollars?|pln|rub|"
@@ -768,7 +821,7 @@ _MIN_ACCOUNT_DIGITS: Final = 13
 _ACCOUNT_NUMBER: Final = re.compile(
     r"(?<!\w)(?:account|acct|konto|kontonummer|kontonr\.?|kto\.?|compte|cuenta|"
     r"conto|rachun\w*|numer\w*\s+konta|nr\.?\s+konta|сч[её]т\w*|rekening\w*|"
-    r"sort\s+code|routing|blz|bsb|iban)"
+    r"iban)"
     r"(?:\s+(?:number|no\.?|nr\.?|nummer|numéro|número|numero))?\s*[:#=]?\s*"
     r"(\d[\d -]{4,40}\d)(?!\w)",
     re.IGNORECASE,
@@ -1197,6 +1250,7 @@ def _other_number(text: str, start: int, end: int) -> bool:
     after = text[end : end + _PHONE_CUE_WINDOW]
     if (
         _NUMBER_LABEL.search(before)
+        or _DECIMAL_BEFORE.search(text[max(0, start - 4) : start])
         or _is_date(groups, separators)
         or sum(len(g) == 4 and int(g) in _YEARS for g in groups) >= 2  # noqa: PLR2004
         or _is_amount(groups, separators, before, after)
@@ -1208,6 +1262,20 @@ def _other_number(text: str, start: int, end: int) -> bool:
         and len(groups) == 2  # noqa: PLR2004
         and any(len(g) == 4 and int(g) in _YEARS for g in groups)  # noqa: PLR2004
         and not (_PHONE_CUE.search(before) or _PHONE_CUE.search(after))
+    ):
+        return True
+    # Lottery draws, unless something says "call" ("number" does not).
+    wide = text[max(0, start - _LABEL_WINDOW) : start]
+    if _LOTTERY.search(wide) and not _PHONE_CUE.search(
+        _NUMBER_WORD.sub(" ", before + " " + after)
+    ):
+        return True
+    # A list of dialling prefixes, all of one length: "0162 0163".
+    if (
+        _PREFIX_CUE.search(wide)
+        and len(groups) >= 2  # noqa: PLR2004
+        and len({len(g) for g in groups}) == 1
+        and all(g.startswith("0") for g in groups)
     ):
         return True
     # 3.1415926535, 19045.5247, 10.0.19045: decimals and versions; a dotted
@@ -1471,7 +1539,14 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
     redactor.add_all(_EMAIL, EMAIL)
     redactor.add_all(_LOCAL_HOST, HOSTNAME)
     redactor.add_all(_MAC, MAC, lambda m: _device_mac(m.group(0)))
-    redactor.add_all(_IPV4, IP, lambda m: _valid_ip(m.group(0)))
+    redactor.add_all(
+        _IPV4,
+        IP,
+        lambda m: (
+            _valid_ip(m.group(0))
+            and not _VERSION_LABEL.search(text[max(0, m.start() - 12) : m.start()])
+        ),
+    )
     redactor.add_all(
         _IPV6,
         IP,
@@ -1502,6 +1577,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         lambda m: (
             sum(c.isdigit() for c in m.group(0)) >= 7  # noqa: PLR2004
             and not redactor.taken(m.start(), m.end())
+            and not _other_number(text, m.start(), m.end())
         ),
     )
     redactor.add_all(
