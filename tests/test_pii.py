@@ -506,3 +506,50 @@ def test_numbers_near_those_labels_are_still_removed(query: str, value: str) -> 
     """A label only keeps the number it names; a phone or account still goes."""
     result = sanitize(query, CONTEXT)
     assert value not in result.text
+
+
+@pytest.mark.parametrize(
+    ("query", "value"),
+    [
+        ("recycling day at 1845 e 5th ave columbus", "5th ave"),
+        ("heat out in 118 east 57th street nyc", "57th street"),
+        ("meet at 14 w colfax ave tonight", "colfax"),
+        ("Lieferung an Im Mühlwinkel 12 kam nicht an", "Mühlwinkel"),
+        ("wir wohnen am kirchberg 4, wann kommt der sperrmüll", "kirchberg"),
+        ("Wohnung Am Eichenhain 3a mieten Erfahrungen", "Eichenhain"),
+        ("colis perdu Chaussée de Louvain 455 Bruxelles", "Louvain"),
+        ("via garibaldi 8 torino farmacia di turno", "garibaldi"),
+        ("os. słoneczne 14 m. 7 brak wody", "słoneczne"),
+        ("ul. Polna 3 m. 18 awaria windy", "18"),
+        ("Hauptstraße 5, Top 12 Wien Hausverwaltung", "Top 12"),
+        ("paquete para Passeig de Gràcia 43 no llega", "Gràcia"),
+    ],
+)
+def test_more_street_address_shapes_are_removed(query: str, value: str) -> None:
+    """Numbered US streets, German streets named with a preposition, more
+    Romance street words, a street word opening the query, and the flat."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text
+    assert "address" in result.categories
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Im Garten 5 Tomaten pflanzen",
+        "Am Montag 5 Uhr Termin beim Arzt",
+        "Im Test 3 Modelle im Vergleich",
+        "Am Ende 2 Punkte Vorsprung",
+        "Auf der Höhe 3 Grad kälter",
+        "via ferrata difficulty 4 dolomites",
+        "photos via whatsapp 2 at a time",
+        "pokój dla 4 os. cena 200 zł",
+        "jones et al. nature 2019 citation",
+        "chaussée glissante 3 km de bouchons",
+    ],
+)
+def test_look_alikes_of_those_address_shapes_pass_unchanged(query: str) -> None:
+    """A preposition and a noun before a count, a via that is no street."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query
+    assert result.categories == ()

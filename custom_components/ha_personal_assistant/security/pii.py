@@ -114,8 +114,11 @@ _GLUED_SUFFIX: Final = (
 )
 _ROMANCE_PREFIX: Final = (
     r"(?:rue|avenue|av\.|boulevard|bd|chemin|impasse|allée|place|quai|cours|"
-    r"calle|c/|avenida|avda\.?|paseo|plaza|carrer|via|viale|piazza|corso|vicolo|"
-    r"largo|rua|travessa|praça|estrada|strada|ulica|ul\.|al\.|aleja|os\.|pl\.)"
+    r"chaussée|drève|ruelle|"
+    r"calle|c/|avenida|avda\.?|paseo|plaza|carrer|avinguda|passeig|travesía|"
+    r"via|viale|piazza|piazzale|lungomare|corso|vicolo|"
+    r"largo|rua|travessa|praça|estrada|alameda|rodovia|strada|"
+    r"ulica|ul\.|al\.|aleja|alei|aleje|os\.|osiedle|osiedlu|osiedla|pl\.)"
 )
 _PARTICLES: Final = (
     r"(?:(?:de|del|della|delle|dei|degli|di|da|das|do|dos|du|des|la|le|les|l'|d'|"
@@ -164,6 +167,56 @@ _ADDRESSES: Final = (
         r"\b(?i:apt|apartment|unit|suite|flat|wohnung|kv\.|кв\.?)\s*#?\s*\d{1,4}[a-z]?\b"
     ),
 )
+# German streets named by a preposition and a noun, without a street word:
+# "Am Sonnenhang 7", "Im Winkel 3", "An der Mühle 5", "Zur Alten Schmiede 2".
+_DE_STREET_PREPOSITION: Final = (
+    r"(?:am|im|an\s+der|an\s+den|auf\s+der|auf\s+dem|auf\s+den|in\s+der|"
+    r"in\s+den|zum|zur|zu\s+den|unter\s+den|hinter\s+der|hinter\s+dem|"
+    r"vor\s+dem|bei\s+der|über\s+der)"
+    # "Zur Alten Mühle 4", "Am Hohen Rain 2"
+    r"(?:\s+(?:alte|neue|große|kleine|obere|untere|hohe|lange|krumme|"
+    r"schöne)[nmrs]?)?"
+)
+# What such a street is named after: a slope, a field, a mill ("Sonnenhang",
+# "Mühlfeld", "Kirchwinkel"). A noun ending so is a place, not a time.
+_DE_PLACE_NOUN: Final = (
+    r"(?P<stem>[a-zäöüß]*?)(?:hang|berg|feld|felder|winkel|grund|bach|hof|höfe|garten|"
+    r"gärten|wiese|wiesen|anger|rain|bühl|eck|ecke|tal|höhe|höhen|busch|"
+    r"brunnen|mühle|kirche|schule|park|see|wald|holz|acker|äcker|kamp|horst|"
+    r"heide|stein|tor|burg|graben|hain|aue|kreuz|linde|linden|eiche|eichen|"
+    r"weide|weiden|hügel|bogen|blick|siedlung|hecke|brücke|kanal|deich|hafen|"
+    r"moor|ried|loh|halde|schlag|sand|rott|dorf|zeile|hagen|kuhle|breite|bruch|"
+    r"born|quelle|grube|steg|wall|wende|schmiede|teich|weiher|rück|kopf|leite)"
+)
+_DE_NOT_A_PLACE: Final = (
+    r"(?:montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|wochenende|"
+    r"morgen|abend|mittag|nachmittag|vormittag|anfang|ende|jahr|tag|monat|"
+    r"januar|februar|märz|april|mai|juni|juli|august|september|oktober|"
+    r"november|dezember|schluss|start|test|vergleich|moment|durchschnitt)"
+)
+_DE_STREET: Final = re.compile(
+    rf"(?<!\w)(?P<prep>{_DE_STREET_PREPOSITION})\s+"
+    rf"(?!{_DE_NOT_A_PLACE}\s)(?P<noun>[{_LATIN_UPPER}a-zäöüß][a-zäöüß]+"
+    rf"(?:-[{_LATIN_UPPER}a-zäöüß][a-zäöüß]+)?)\s+"
+    r"\d{1,4}\s?[a-zA-Z]?(?!\w|[.,]\d|\s*(?:uhr|%|€|°|grad|jahre?n?|tage?n?|"
+    r"minuten|stunden|punkte?n?|prozent|mal|euro|km|m|kg|cm)(?!\w))",
+    re.IGNORECASE,
+)
+_DE_PLACE: Final = re.compile(_DE_PLACE_NOUN, re.IGNORECASE)
+# US numbered streets: "230 west 79th street", "2210 w 32nd ave".
+_ORDINAL_STREET: Final = re.compile(
+    r"\b\d{1,5}[a-z]?,?\s+(?:(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?\s+)?"
+    r"\d{1,3}(?:st|nd|rd|th)\s+(?:street|st|avenue|ave|road|rd|boulevard|blvd|"
+    r"drive|dr|lane|ln|parkway|pkwy|terrace|highway|hwy|trail)\b\.?",
+    re.IGNORECASE,
+)
+# A flat after a street: "8 m. 12", "14, apt 3", "Top 5", "piso 3".
+_FLAT_AFTER: Final = re.compile(
+    r"\s*,?\s*(?:m\.?|lok\.?|mieszk\.?|apt\.?|apartment|unit|suite|flat|whg\.?|"
+    r"wohnung|top|stiege|tür|piso|pta\.?|puerta|esc\.?|int\.?|interno|scala|"
+    r"app\.?|appartement|bte|kv\.?|кв\.?|квартира)\s*#?\s*\d{1,4}[a-zA-Z]?(?!\w)",
+    re.IGNORECASE,
+)
 # The same shapes in lower case, inside a sentence ("i live at 12 elm
 # street", "ich wohne in der berliner straße 12", "vivo en la calle mayor 5").
 # Without capitals a street name is any word, so a name word is never one of
@@ -208,8 +261,10 @@ _ADDRESS_CUE: Final = re.compile(
 # preposition ("am markt 3"), a Cyrillic street word. The others ("via",
 # "place", "al.", "12 ... drive") need a cue in lower case.
 _UNAMBIGUOUS_PREFIX: Final = (
-    r"(?<!\w)(?:rue|chemin|impasse|allée|quai|calle|avenida|paseo|carrer|rua|"
-    r"travessa|praça|estrada|strada|viale|piazza|vicolo|ulica|ulicy|ulicę|ul\.)\s"
+    r"(?<!\w)(?:rue|chemin|impasse|allée|quai|drève|ruelle|calle|avenida|paseo|"
+    r"carrer|avinguda|passeig|travesía|rua|travessa|praça|estrada|alameda|"
+    r"strada|viale|piazza|piazzale|vicolo|ulica|ulicy|ulicę|ul\.|osiedle|osiedlu|"
+    r"osiedla|aleja|alei|aleje)\s"
 )
 _LOWER_EVIDENT: Final = (
     None,
@@ -227,9 +282,10 @@ _CYRILLIC_STREET: Final = (
     r"вулиц[яі]|провул(?:ок|ку)|мкр\.?|микрорайон[еа]?)"
 )
 _LOWER_ADDRESSES: Final = (
-    # 12 elm street, 196b station road
+    # 12 elm street, 196b station road, 2210 w colfax ave
     re.compile(
-        rf"\b\d{{1,5}}[a-z]?,?\s+(?:{_LOWER_WORD}\s+){{1,3}}?{_EN_SUFFIX}\b\.?",
+        r"\b\d{1,5}[a-z]?,?\s+(?:(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?\s+)?"
+        rf"(?:(?:{_LOWER_WORD}|\d{{1,3}}(?:st|nd|rd|th))\s+){{1,3}}?{_EN_SUFFIX}\b\.?",
         re.IGNORECASE,
     ),
     # 5 rue des lilas, 18 avenue de la république
@@ -1516,12 +1572,78 @@ def _lower_address(redactor: _Redactor, index: int) -> Callable[[re.Match[str]],
     def accept(match: re.Match[str]) -> bool:
         if redactor.taken(match.start(), match.end()):
             return False
-        return (evident is not None and evident.search(match.group(0)) is not None) or (
-            _ADDRESS_CUE.search(text[max(0, match.start() - 24) : match.start()])
+        return (
+            (evident is not None and evident.search(match.group(0)) is not None)
+            or (index == _PREFIX_FIRST and _evident_prefix(text, match))
+            or _ADDRESS_CUE.search(text[max(0, match.start() - 24) : match.start()])
             is not None
         )
 
     return accept
+
+
+_PREFIX_FIRST: Final = 3  # the index of "calle mayor 5" in _LOWER_ADDRESSES
+# "via" that names no street: a climbing route, the Milky Way, a procession.
+_VIA_PHRASE: Final = re.compile(
+    r"v[ií]a\s+(?:ferrata|ferrate|crucis|lattea|láctea|negativa|media)(?!\w)",
+    re.IGNORECASE,
+)
+
+
+def _evident_prefix(text: str, match: re.Match[str]) -> bool:
+    """Tell a street word that is evident from where it stands.
+
+    "via saragozza 45" opening the query (English "via" never opens one
+    before a name and a number); "os. kolorowe 8" and "al. róż 6" unless
+    they are "4 os." (persons) or "et al.".
+    """
+    head = match.group(0)[:4].casefold()
+    before = text[: match.start()]
+    if head.startswith(("via ", "vía ")):
+        return _VIA_PHRASE.match(match.group(0)) is None and (
+            not before.strip() or re.search(r"[.!?;:]\s*$", before) is not None
+        )
+    if head.startswith("os."):
+        return re.search(r"\d\s*$", before) is None
+    if head.startswith("al."):
+        return re.search(r"(?<!\w)et\s*$", before, re.IGNORECASE) is None
+    return False
+
+
+def _flats(text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """Find the flat after each street found: "os. kolorowe 8 m. 12"."""
+    found = []
+    for _, end, category in spans:
+        if category != ADDRESS:
+            continue
+        # The house number may have taken the flat's letter: "8 m" of "8 m. 12".
+        starts = [end]
+        if re.match(r"\s[a-zA-Z]", text[end - 2 : end]):
+            starts.append(end - 2)
+        for at in starts:
+            if flat := _FLAT_AFTER.match(text, at):
+                found.append((at, flat.end()))
+                break
+    return found
+
+
+def _de_street(text: str, match: re.Match[str]) -> bool:
+    """Tell "Am Sonnenhang 7" (a street) from "Im Garten 5 Tomaten" (a count).
+
+    The noun is a compound naming a place ("Sonnen-hang", "Mühl-feld"), or
+    the preposition has a capital inside the sentence, which German gives a
+    street's name only ("Paket an Am Sonnenhang 7").
+    """
+    noun = match.group("noun")
+    place = _DE_PLACE.fullmatch(noun)
+    if place is not None and len(place.group("stem")) >= MIN_NAME_CHARS:
+        return True
+    before = text[: match.start()]
+    return (
+        match.group("prep")[0].isupper()
+        and noun[0].isupper()
+        and re.search(r"[^\W\d_][\w'’-]*[\s,]+$", before) is not None
+    )
 
 
 def sanitize(query: str, context: PiiContext) -> Sanitized:
@@ -1563,6 +1685,10 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         redactor.add_all(pattern, ADDRESS)
     for index, pattern in enumerate(_LOWER_ADDRESSES):
         redactor.add_all(pattern, ADDRESS, _lower_address(redactor, index))
+    redactor.add_all(_DE_STREET, ADDRESS, lambda m: _de_street(text, m))
+    redactor.add_all(_ORDINAL_STREET, ADDRESS)
+    for start, end in _flats(text, redactor.spans):
+        redactor.add(start, end, ADDRESS)
     for value in context.values:
         if len(value.strip()) >= MIN_NAME_CHARS:
             redactor.add_all(re.compile(re.escape(value.strip()), re.IGNORECASE), NAME)
