@@ -526,8 +526,10 @@ def test_numbers_near_those_labels_are_still_removed(query: str, value: str) -> 
     ],
 )
 def test_more_street_address_shapes_are_removed(query: str, value: str) -> None:
-    """Numbered US streets, German streets named with a preposition, more
-    Romance street words, a street word opening the query, and the flat."""
+    """Numbered US streets, German preposition streets, more street words.
+
+    Also a street word opening the query, and the flat after the street.
+    """
     result = sanitize(query, CONTEXT)
     assert value not in result.text
     assert "address" in result.categories
@@ -553,3 +555,33 @@ def test_look_alikes_of_those_address_shapes_pass_unchanged(query: str) -> None:
     result = sanitize(query, CONTEXT)
     assert result.text == query
     assert result.categories == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "value"),
+    [
+        ("cache bei N 52° 31.200' E 13° 24.297' gesucht", "31.200"),
+        ("N52 31.200 E013 24.297 geocache hint", "24.297"),
+        ("wetter N 48.1374 E 11.5755 morgen", "11.5755"),
+        ("sunrise at 47°22.5'N 8°32.7'E tomorrow", "22.5"),
+    ],
+)
+def test_coordinates_in_degrees_and_minutes_are_removed(query: str, value: str) -> None:
+    """Decimal minutes, the hemisphere first, the geocaching form without °."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text
+    assert "coordinates" in result.categories
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "Gefälle von 5° 30' am Hang",
+        "Vitamin E 400 IU daily",
+        "Class E 12.5 V supply",
+    ],
+)
+def test_angles_and_letters_before_numbers_pass_unchanged(query: str) -> None:
+    """An angle without a hemisphere, a letter before a number, stay."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query

@@ -92,9 +92,18 @@ _COORD_PAIR: Final = re.compile(
     re.IGNORECASE,
 )
 _COORD_DMS: Final = re.compile(
-    r"\d{1,3}\s*°\s*\d{1,2}\s*['′]\s*(?:\d{1,2}(?:[.,]\d+)?\s*(?:\"|″|'')\s*)?[NSEWO]\b"
+    r"\d{1,3}\s*°\s*\d{1,2}(?:[.,]\d+)?\s*['′]\s*"
+    r"(?:\d{1,2}(?:[.,]\d+)?\s*(?:\"|″|'')\s*)?[NSEWO]\b"
     r"|\d{1,3}(?:[.,]\d+)?\s*°\s*[NSEWO]\b",
     re.IGNORECASE,
+)
+# The hemisphere first, as GPS devices and geocaching write it:
+# "N 44° 29.477' E 11° 20.128'", "N52 31.200 E013 24.297", "N 52.5200 E 13.4050".
+_COORD_HEMISPHERE_FIRST: Final = re.compile(
+    r"(?<![\w°'′])[NSEWO]\s?\d{1,3}\s*°\s*\d{1,2}(?:[.,]\d+)?\s*['′]"
+    r"(?:\s*\d{1,2}(?:[.,]\d+)?\s*(?:\"|″|''))?"
+    r"|(?<![\w°'′])[NSEWO]\s?\d{1,3}°?\s+\d{1,2}[.,]\d{3}(?!\d)"
+    r"|(?<![\w°'′])[NS]\s?\d{1,2}[.,]\d{2,}\s*°?\s*[,;/]?\s*[EWO]\s?\d{1,3}[.,]\d{2,}°?"
 )
 _DECIMAL: Final = re.compile(r"(?<![\w.])[-+]?\d{1,3}[.,](\d{2,})(?![\d])")
 
@@ -1678,6 +1687,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         ENTITY_ID_PATTERN, ENTITY_ID, lambda m: not _SERVICE.fullmatch(m.group(0))
     )
     redactor.add_all(_COORD_DMS, COORDINATES)
+    redactor.add_all(_COORD_HEMISPHERE_FIRST, COORDINATES)
     redactor.add_all(_COORD_PAIR, COORDINATES)
     if context.home is not None:
         redactor.add_all(_DECIMAL, COORDINATES, _home_decimals(context.home))
