@@ -585,3 +585,60 @@ def test_angles_and_letters_before_numbers_pass_unchanged(query: str) -> None:
     """An angle without a hemisphere, a letter before a number, stay."""
     result = sanitize(query, CONTEXT)
     assert result.text == query
+
+
+@pytest.mark.parametrize(
+    ("query", "value", "category"),
+    [
+        ("unbekanntes Gerät 3C22FB1234AB im WLAN", "3C22FB1234AB", "mac_address"),
+        (
+            "is 5c:cf:7f written 5ccf7f0a1b2c a shelly device",
+            "5ccf7f0a1b2c",
+            "mac_address",
+        ),
+        ("B827EB123456 shows up twice", "B827EB123456", "mac_address"),
+        ("conta poupança 12345-8 caixa", "12345-8", "bank_account"),
+        ("depósito na conta 0012345-6 não caiu", "0012345-6", "bank_account"),
+        (
+            "mi CLABE es 032180000118359719 para el pago",
+            "032180000118359719",
+            "bank_account",
+        ),
+        (
+            "transferí a 032180000118359719 y no llega",
+            "032180000118359719",
+            "bank_account",
+        ),
+        (
+            "CBU 2850590940090418135201 transferencia",
+            "2850590940090418135201",
+            "bank_account",
+        ),
+        ("4111111111111111 was charged twice", "4111111111111111", "bank_account"),
+    ],
+)
+def test_bare_macs_and_more_account_numbers_are_removed(
+    query: str, value: str, category: str
+) -> None:
+    """A MAC without separators; accounts named in Portuguese, CLABE, CBU, cards."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text
+    assert category in result.categories
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "git commit 3f9a2c1e4b5d revert",
+        "docker container 3f9a2c1e4b5d keeps restarting",
+        "3f9a2c1e4b5d what is it",
+        "UPC 036000291452 product name",
+        "EAN 4006381333931 which product",
+        "conta de luz 150,00 reais",
+        "pi 3.14159265358979323846 digits",
+    ],
+)
+def test_hex_ids_barcodes_and_decimals_pass_unchanged(query: str) -> None:
+    """A lower-case hex id without a network word, labelled barcodes stay."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query

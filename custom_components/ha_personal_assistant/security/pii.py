@@ -733,7 +733,8 @@ _NUMBER_LABEL: Final = re.compile(
     # Spare parts and articles: "Ersatzteil 00611319", "réf. 0123456".
     r"ersatzteil\w*|teilenummer|artikel(?:nummer)?|bestellnummer|e-nr\.?|"
     r"p/n|mpn|ref\.?|réf\.?|référence|referencia|riferimento|"
-    r"catalog(?:ue)?|katalog\w*|"
+    r"catalog(?:ue)?|katalog\w*|barcode|bar\s+code|código\s+de\s+barras|"
+    r"code[-\s]barres?|strichcode|kod\s+kreskowy|streepjescode|"
     # Bank codes name a bank or branch, never a person's account: "sort code
     # 40-11-62", "routing number 021000021", "BLZ 37040044".
     r"sort\s+code|routing|aba|bsb|blz|bankleitzahl|bic|swift|transit)"
@@ -885,13 +886,21 @@ _MIN_ACCOUNT_DIGITS: Final = 13
 # A number named as an account: "Kontonummer 1234567890", "numer konta ...".
 _ACCOUNT_NUMBER: Final = re.compile(
     r"(?<!\w)(?:account|acct|konto|kontonummer|kontonr\.?|kto\.?|compte|cuenta|"
-    r"conto|rachun\w*|numer\w*\s+konta|nr\.?\s+konta|сч[её]т\w*|rekening\w*|"
-    r"iban)"
-    r"(?:\s+(?:number|no\.?|nr\.?|nummer|numéro|número|numero))?\s*[:#=]?\s*"
-    r"(\d[\d -]{4,40}\d)(?!\w)",
+    r"conto|conta|rachun\w*|numer\w*\s+konta|nr\.?\s+konta|сч[её]т\w*|"
+    r"rekening\w*|iban|clabe|cbu|cvu|rib|c/c)"
+    r"(?:\s+(?:number|no\.?|nr\.?|nummer|numéro|número|numero|corrente|"
+    r"corriente|poupança|ahorros?|courant|bancari[ao]|bancária|interbancaria))?"
+    r"\s*[:#=]?\s*(\d[\d -]{3,40}[\dxX])(?!\w)",
     re.IGNORECASE,
 )
 _MIN_CUED_ACCOUNT_DIGITS: Final = 6
+# Shorter with a check digit: "conta corrente 4821-7".
+_CHECK_DIGIT: Final = re.compile(r"\d{4,}-[\dxX]")
+# A long number in one piece: a card number (Luhn), a Mexican CLABE (its own
+# check digit); never one named by a label ("EAN 4006381333931").
+_LONG_NUMBER: Final = re.compile(r"(?<![\w.,+-])\d{15,19}(?!\w|[.,]\d)")
+_CLABE_DIGITS: Final = 18
+_CLABE_WEIGHTS: Final = (3, 7, 1) * 5 + (3, 7)  # over the first 17 digits
 _ENTITY_DOMAINS: Final = (
     "air_quality|alarm_control_panel|assist_satellite|automation|binary_sensor|button|"
     "calendar|camera|climate|conversation|counter|cover|date|datetime|device_tracker|"
@@ -1391,6 +1400,16 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _clabe(digits: str) -> bool:
+    """Tell a Mexican CLABE (18 digits) by its check digit."""
+    if len(digits) != _CLABE_DIGITS:
+        return False
+    total = sum(
+        int(d) * w % 10 for d, w in zip(digits[:-1], _CLABE_WEIGHTS, strict=True)
+    )
+    return (10 - total % 10) % 10 == int(digits[-1])
+
+
 def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
     """Find IBANs, numbers named as accounts and long numbers grouped by four."""
     for match in _IBAN.finditer(text):
@@ -1401,8 +1420,17 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
         ):
             yield match.span()
     for match in _ACCOUNT_NUMBER.finditer(text):
-        if sum(c.isdigit() for c in match.group(1)) >= _MIN_CUED_ACCOUNT_DIGITS:
+        number = match.group(1)
+        if _CHECK_DIGIT.fullmatch(number) or (
+            number[-1].isdigit()
+            and sum(c.isdigit() for c in number) >= _MIN_CUED_ACCOUNT_DIGITS
+        ):
             yield match.span(1)
+    for match in _LONG_NUMBER.finditer(text):
+        digits = match.group(0)
+        before = text[max(0, match.start() - _PHONE_CUE_WINDOW) : match.start()]
+        if not _NUMBER_LABEL.search(before) and (_luhn(digits) or _clabe(digits)):
+            yield match.span()
     for match in _LONG_GROUPED_NUMBER.finditer(text):
         digits = re.sub(r"\D", "", match.group(0))
         # Card numbers (Luhn) and account numbers (16 digits and more).
@@ -1498,6 +1526,40 @@ _GROUP_MAC: Final = re.compile(
 def _device_mac(text: str) -> bool:
     """Tell a device's MAC address from a broadcast or multicast one."""
     return _GROUP_MAC.match(text) is None
+
+
+# A MAC address without separators, "001A2B3C4D5E": twelve hex digits. The
+# same shape is a short commit or container id ("3f9a2c1e4b5d"), so it is a
+# MAC in capitals (as routers show it) or near a word of networks and devices.
+_BARE_MAC: Final = re.compile(r"(?<![\w:.-])[0-9A-Fa-f]{12}(?![\w:.-])")
+_MAC_CUE: Final = re.compile(
+    r"(?<!\w)(?:mac|bssid|hwaddr|ether|oui|vendor|hersteller|fabricant|"
+    r"fabricante|produttore|producent|device|dispositiv[oe]|gerät|geraet|"
+    r"appareil|urządzeni\w*|apparaat|router|wi-?fi|wlan|lan|ethernet|network|"
+    r"netzwerk|réseau|red|rete|sieć|sieci|rede|netwerk|connected|conectado|"
+    r"verbunden|connecté|connesso|połączon\w*|verbonden|dhcp|arp|nic|adapter)"
+    r"(?!\w)",
+    re.IGNORECASE,
+)
+_HASH_CUE: Final = re.compile(
+    r"(?<!\w)(?:commit|hash|sha\w*|md5|docker|container|image|digest|checksum|"
+    r"blob|tree|uuid|guid|build|revision|rev)(?!\w)",
+    re.IGNORECASE,
+)
+_MAC_CUE_WINDOW: Final = 40
+
+
+def _bare_mac(text: str, match: re.Match[str]) -> bool:
+    """Tell twelve hex digits that are a MAC address from a hash or an id."""
+    value = match.group(0)
+    before = text[max(0, match.start() - _MAC_CUE_WINDOW) : match.start()]
+    after = text[match.end() : match.end() + _MAC_CUE_WINDOW]
+    if not _device_mac(value) or _HASH_CUE.search(before):
+        return False
+    if _MAC_CUE.search(before) or _MAC_CUE.search(after):
+        return True
+    letters = any(c.isalpha() for c in value)
+    return value.isupper() and letters and any(c.isdigit() for c in value)
 
 
 def _is_secret(token: str) -> bool:
@@ -1670,6 +1732,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
     redactor.add_all(_EMAIL, EMAIL)
     redactor.add_all(_LOCAL_HOST, HOSTNAME)
     redactor.add_all(_MAC, MAC, lambda m: _device_mac(m.group(0)))
+    redactor.add_all(_BARE_MAC, MAC, lambda m: _bare_mac(text, m))
     redactor.add_all(
         _IPV4,
         IP,
