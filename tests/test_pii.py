@@ -642,3 +642,55 @@ def test_hex_ids_barcodes_and_decimals_pass_unchanged(query: str) -> None:
     """A lower-case hex id without a network word, labelled barcodes stay."""
     result = sanitize(query, CONTEXT)
     assert result.text == query
+
+
+@pytest.mark.parametrize(
+    ("query", "value", "kept"),
+    [
+        ("der Code ist 4821, wie ändern", "4821", "der Code ist"),
+        ("le code est 7734 pour entrer", "7734", "le code est"),
+        ("de code is 5521 voor de deur", "5521", "de code is"),
+        ("Handy-PIN 1357 und PUK 24681357 vergessen", "24681357", "PUK"),
+        ("code portail 5521 oublié", "5521", "code portail"),
+        ("codice cancello 8812 cambiare", "8812", "codice cancello"),
+        ("la password del router di casa è Gatto!88", "Gatto!88", "di casa"),
+        ("el código de la alarma del local es 4410", "4410", "alarma del local"),
+        ("Passwort der Fritzbox ist sonne77", "sonne77", "Passwort der Fritzbox"),
+        ("mi nip de la tarjeta es 3321", "3321", "nip de la tarjeta"),
+        ("a senha da rede guest Casa2024! não funciona", "Casa2024!", "rede guest"),
+        ("hasło do kamery tapo Kot!2023 nie działa", "Kot!2023", "hasło do kamery"),
+        ("is mountain42 a safe enough router admin password", "mountain42", "router"),
+    ],
+)
+def test_codes_and_passwords_in_more_phrasings_are_removed(
+    query: str, value: str, kept: str
+) -> None:
+    """A code stated as such, a PUK, links and qualifiers before the value."""
+    result = sanitize(query, CONTEXT)
+    assert value not in result.text
+    assert kept in result.text
+    assert "secret" in result.categories
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "what does puk 2 mean",
+        "my code review 2024 checklist",
+        "the error code is 0x80070005",
+        "the http status code is 404",
+        "wifi password for windows 11 how to see",
+        "password hashing argon2 vs bcrypt",
+        "is python a good language to learn password hashing",
+        "wachtwoord vergeten van de ziggo-modem",
+        "hasło do routera asus jak zmienić",
+        "senha do roteador tp-link padrão",
+        "code postal 75008 arrondissement",
+        "código postal 28013 madrid",
+    ],
+)
+def test_look_alikes_of_said_secrets_pass_unchanged(query: str) -> None:
+    """No value, a public code, or words of the sentence after the link."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query
+    assert result.categories == ()
