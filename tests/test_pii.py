@@ -694,3 +694,59 @@ def test_look_alikes_of_said_secrets_pass_unchanged(query: str) -> None:
     result = sanitize(query, CONTEXT)
     assert result.text == query
     assert result.categories == ()
+
+
+@pytest.mark.parametrize(
+    ("names", "country", "query", "value"),
+    [
+        (("Émilie",), "CA", "cours de piano pour emilie samedi", "emilie"),
+        (("Inês",), "PT", "presente de anos para a Ines", "Ines"),
+        (("Zoé",), "FR", "robe pour ZOE taille 8 ans", "ZOE"),
+        (("Łukasz",), "PL", "prezent dla Lukasza na imieniny", "Lukasza"),
+        (("Sanne",), "NL", "Sannes fiets gestolen wat nu", "Sannes"),
+        (("Jessica",), "US", "jessicas birthday cake ideas", "jessicas"),
+        (("Kasia",), "PL", "kino z Kasią w sobotę", "Kasią"),
+        (("Tomasz Nowak",), "PL", "tort na urodziny Tomasza", "Tomasza"),
+        (("Burek",), "PL", "karma dla Burka po zabiegu", "Burka"),
+        (("Babcia Halina",), "PL", "wizyta u babci Haliny w szpitalu", "Haliny"),
+        (("Marta",), "PL", "kwiaty dla Marty i życzenia", "Marty"),
+        (("Wiśniewski",), "PL", "list do Wiśniewskiego z urzędu", "Wiśniewskiego"),
+        (("Наташа",), "RU", "подарок для Наташи на день рождения", "Наташи"),
+        (("Jana",), "CZ", "dárek pro Janu k narozeninám", "Janu"),
+        (("Lena Fischer",), "DE", "Instagram @lenafischer92 gehackt", "lenafischer"),
+        (("Javier Ortega",), "ES", "la wifi Ortega_5G no conecta", "Ortega"),
+        (("Tyler",), "US", "TylerNet wifi keeps dropping", "TylerNet"),
+        (("Kevin",), "CA", "kevin2009 compte bloqué", "kevin2009"),
+    ],
+)
+def test_household_names_are_found_in_any_spelling(
+    names: tuple[str, ...], country: str, query: str, value: str
+) -> None:
+    """Without accents, with a possessive s, declined, inside a handle or SSID."""
+    result = sanitize(query, PiiContext(country=country, names=names))
+    assert value not in result.text
+    assert "name" in result.categories
+
+
+@pytest.mark.parametrize(
+    ("names", "country", "query"),
+    [
+        (("Ania", "Marek", "Maja"), "PL", "ani jednego błędu w teście"),
+        (("Ania", "Marek", "Maja"), "PL", "jaka marka pralki jest najlepsza"),
+        (("Ania", "Marek", "Maja"), "PL", "koty mają pchły co robić"),
+        (("Telefon Tomka", "Pokój Zosi"), "PL", "naprawa telefonu po zalaniu"),
+        (("Telefon Tomka", "Pokój Zosi"), "PL", "pokój dziecka kolor ścian"),
+        (("Babcia Halina",), "PL", "przepis babci na pierogi"),
+        (("Abuela Carmen",), "ES", "recetas de la abuela fáciles"),
+        (("Móvil de Javier",), "ES", "el móvil no carga"),
+        (("Věra",), "CZ", "very good czech beer"),
+        (("Kasia",), "PL", "problem przy kasie samoobsługowej"),
+        (("Tyler",), "US", "python3 venv_setup script"),
+    ],
+)
+def test_words_that_only_look_like_house_names_stay(
+    names: tuple[str, ...], country: str, query: str
+) -> None:
+    """Declined forms that are everyday words, and room, device or family words."""
+    result = sanitize(query, PiiContext(country=country, names=names))
+    assert result.text == query
