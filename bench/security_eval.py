@@ -313,11 +313,13 @@ PII_SETS: tuple[tuple[str, str, str], ...] = (
     (
         "pii_holdout_queries.jsonl",
         "pii_holdout_benign_queries.jsonl",
-        "held-out set by a second author (measured once, untuned)",
+        "held-out set by a second author (measured once untuned, tuned on since)",
     ),
 )
 # Sets whose figures are reported, not held to the thresholds: the held-out
-# set measures the sanitizer on data nobody tuned it on.
+# set was measured once on data nobody had tuned on (89.14 % / 86.44 %,
+# bench/README.md); its misses have been fixed since, so what it prints now
+# is a tuned figure.
 REPORTED_ONLY: Final = frozenset({"pii_holdout_queries.jsonl"})
 
 

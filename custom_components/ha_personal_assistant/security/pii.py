@@ -14,9 +14,11 @@ raises, nothing is sent.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -69,6 +71,12 @@ _MAC: Final = re.compile(
     re.IGNORECASE,
 )
 _IPV4: Final = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?(?![\w.]*\d)")
+# A dotted quad named as a version: "firmware 1.0.19.2", "build 4.2.0.17".
+_VERSION_LABEL: Final = re.compile(
+    r"(?<!\w)(?:firmware|fw|version|versión|versione|versão|versie|wersj[ai]|"
+    r"ver\.?|v\.?|build|release|bios|kernel)\s*:?\s*$",
+    re.IGNORECASE,
+)
 _IPV6: Final = re.compile(
     r"(?<![\w:])(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%\w+)?(?![\w:])", re.IGNORECASE
 )
@@ -86,9 +94,18 @@ _COORD_PAIR: Final = re.compile(
     re.IGNORECASE,
 )
 _COORD_DMS: Final = re.compile(
-    r"\d{1,3}\s*°\s*\d{1,2}\s*['′]\s*(?:\d{1,2}(?:[.,]\d+)?\s*(?:\"|″|'')\s*)?[NSEWO]\b"
+    r"\d{1,3}\s*°\s*\d{1,2}(?:[.,]\d+)?\s*['′]\s*"
+    r"(?:\d{1,2}(?:[.,]\d+)?\s*(?:\"|″|'')\s*)?[NSEWO]\b"
     r"|\d{1,3}(?:[.,]\d+)?\s*°\s*[NSEWO]\b",
     re.IGNORECASE,
+)
+# The hemisphere first, as GPS devices and geocaching write it:
+# "N 44° 29.477' E 11° 20.128'", "N52 31.200 E013 24.297", "N 52.5200 E 13.4050".
+_COORD_HEMISPHERE_FIRST: Final = re.compile(
+    r"(?<![\w°'′])[NSEWO]\s?\d{1,3}\s*°\s*\d{1,2}(?:[.,]\d+)?\s*['′]"
+    r"(?:\s*\d{1,2}(?:[.,]\d+)?\s*(?:\"|″|''))?"
+    r"|(?<![\w°'′])[NSEWO]\s?\d{1,3}°?\s+\d{1,2}[.,]\d{3}(?!\d)"
+    r"|(?<![\w°'′])[NS]\s?\d{1,2}[.,]\d{2,}\s*°?\s*[,;/]?\s*[EWO]\s?\d{1,3}[.,]\d{2,}°?"
 )
 _DECIMAL: Final = re.compile(r"(?<![\w.])[-+]?\d{1,3}[.,](\d{2,})(?![\d])")
 
@@ -108,8 +125,11 @@ _GLUED_SUFFIX: Final = (
 )
 _ROMANCE_PREFIX: Final = (
     r"(?:rue|avenue|av\.|boulevard|bd|chemin|impasse|allée|place|quai|cours|"
-    r"calle|c/|avenida|avda\.?|paseo|plaza|carrer|via|viale|piazza|corso|vicolo|"
-    r"largo|rua|travessa|praça|estrada|strada|ulica|ul\.|al\.|aleja|os\.|pl\.)"
+    r"chaussée|drève|ruelle|"
+    r"calle|c/|avenida|avda\.?|paseo|plaza|carrer|avinguda|passeig|travesía|"
+    r"via|viale|piazza|piazzale|lungomare|corso|vicolo|"
+    r"largo|rua|travessa|praça|estrada|alameda|rodovia|strada|"
+    r"ulica|ul\.|al\.|aleja|alei|aleje|os\.|osiedle|osiedlu|osiedla|pl\.)"
 )
 _PARTICLES: Final = (
     r"(?:(?:de|del|della|delle|dei|degli|di|da|das|do|dos|du|des|la|le|les|l'|d'|"
@@ -158,6 +178,56 @@ _ADDRESSES: Final = (
         r"\b(?i:apt|apartment|unit|suite|flat|wohnung|kv\.|кв\.?)\s*#?\s*\d{1,4}[a-z]?\b"
     ),
 )
+# German streets named by a preposition and a noun, without a street word:
+# "Am Sonnenhang 7", "Im Winkel 3", "An der Mühle 5", "Zur Alten Schmiede 2".
+_DE_STREET_PREPOSITION: Final = (
+    r"(?:am|im|an\s+der|an\s+den|auf\s+der|auf\s+dem|auf\s+den|in\s+der|"
+    r"in\s+den|zum|zur|zu\s+den|unter\s+den|hinter\s+der|hinter\s+dem|"
+    r"vor\s+dem|bei\s+der|über\s+der)"
+    # "Zur Alten Mühle 4", "Am Hohen Rain 2"
+    r"(?:\s+(?:alte|neue|große|kleine|obere|untere|hohe|lange|krumme|"
+    r"schöne)[nmrs]?)?"
+)
+# What such a street is named after: a slope, a field, a mill ("Sonnenhang",
+# "Mühlfeld", "Kirchwinkel"). A noun ending so is a place, not a time.
+_DE_PLACE_NOUN: Final = (
+    r"(?P<stem>[a-zäöüß]*?)(?:hang|berg|feld|felder|winkel|grund|bach|hof|höfe|garten|"
+    r"gärten|wiese|wiesen|anger|rain|bühl|eck|ecke|tal|höhe|höhen|busch|"
+    r"brunnen|mühle|kirche|schule|park|see|wald|holz|acker|äcker|kamp|horst|"
+    r"heide|stein|tor|burg|graben|hain|aue|kreuz|linde|linden|eiche|eichen|"
+    r"weide|weiden|hügel|bogen|blick|siedlung|hecke|brücke|kanal|deich|hafen|"
+    r"moor|ried|loh|halde|schlag|sand|rott|dorf|zeile|hagen|kuhle|breite|bruch|"
+    r"born|quelle|grube|steg|wall|wende|schmiede|teich|weiher|rück|kopf|leite)"
+)
+_DE_NOT_A_PLACE: Final = (
+    r"(?:montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag|wochenende|"
+    r"morgen|abend|mittag|nachmittag|vormittag|anfang|ende|jahr|tag|monat|"
+    r"januar|februar|märz|april|mai|juni|juli|august|september|oktober|"
+    r"november|dezember|schluss|start|test|vergleich|moment|durchschnitt)"
+)
+_DE_STREET: Final = re.compile(
+    rf"(?<!\w)(?P<prep>{_DE_STREET_PREPOSITION})\s+"
+    rf"(?!{_DE_NOT_A_PLACE}\s)(?P<noun>[{_LATIN_UPPER}a-zäöüß][a-zäöüß]+"
+    rf"(?:-[{_LATIN_UPPER}a-zäöüß][a-zäöüß]+)?)\s+"
+    r"\d{1,4}\s?[a-zA-Z]?(?!\w|[.,]\d|\s*(?:uhr|%|€|°|grad|jahre?n?|tage?n?|"
+    r"minuten|stunden|punkte?n?|prozent|mal|euro|km|m|kg|cm)(?!\w))",
+    re.IGNORECASE,
+)
+_DE_PLACE: Final = re.compile(_DE_PLACE_NOUN, re.IGNORECASE)
+# US numbered streets: "230 west 79th street", "2210 w 32nd ave".
+_ORDINAL_STREET: Final = re.compile(
+    r"\b\d{1,5}[a-z]?,?\s+(?:(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?\s+)?"
+    r"\d{1,3}(?:st|nd|rd|th)\s+(?:street|st|avenue|ave|road|rd|boulevard|blvd|"
+    r"drive|dr|lane|ln|parkway|pkwy|terrace|highway|hwy|trail)\b\.?",
+    re.IGNORECASE,
+)
+# A flat after a street: "8 m. 12", "14, apt 3", "Top 5", "piso 3".
+_FLAT_AFTER: Final = re.compile(
+    r"\s*,?\s*(?:m\.?|lok\.?|mieszk\.?|apt\.?|apartment|unit|suite|flat|whg\.?|"
+    r"wohnung|top|stiege|tür|piso|pta\.?|puerta|esc\.?|int\.?|interno|scala|"
+    r"app\.?|appartement|bte|kv\.?|кв\.?|квартира)\s*#?\s*\d{1,4}[a-zA-Z]?(?!\w)",
+    re.IGNORECASE,
+)
 # The same shapes in lower case, inside a sentence ("i live at 12 elm
 # street", "ich wohne in der berliner straße 12", "vivo en la calle mayor 5").
 # Without capitals a street name is any word, so a name word is never one of
@@ -202,8 +272,10 @@ _ADDRESS_CUE: Final = re.compile(
 # preposition ("am markt 3"), a Cyrillic street word. The others ("via",
 # "place", "al.", "12 ... drive") need a cue in lower case.
 _UNAMBIGUOUS_PREFIX: Final = (
-    r"(?<!\w)(?:rue|chemin|impasse|allée|quai|calle|avenida|paseo|carrer|rua|"
-    r"travessa|praça|estrada|strada|viale|piazza|vicolo|ulica|ulicy|ulicę|ul\.)\s"
+    r"(?<!\w)(?:rue|chemin|impasse|allée|quai|drève|ruelle|calle|avenida|paseo|"
+    r"carrer|avinguda|passeig|travesía|rua|travessa|praça|estrada|alameda|"
+    r"strada|viale|piazza|piazzale|vicolo|ulica|ulicy|ulicę|ul\.|osiedle|osiedlu|"
+    r"osiedla|aleja|alei|aleje)\s"
 )
 _LOWER_EVIDENT: Final = (
     None,
@@ -221,9 +293,10 @@ _CYRILLIC_STREET: Final = (
     r"вулиц[яі]|провул(?:ок|ку)|мкр\.?|микрорайон[еа]?)"
 )
 _LOWER_ADDRESSES: Final = (
-    # 12 elm street, 196b station road
+    # 12 elm street, 196b station road, 2210 w colfax ave
     re.compile(
-        rf"\b\d{{1,5}}[a-z]?,?\s+(?:{_LOWER_WORD}\s+){{1,3}}?{_EN_SUFFIX}\b\.?",
+        r"\b\d{1,5}[a-z]?,?\s+(?:(?:n|s|e|w|ne|nw|se|sw|north|south|east|west)\.?\s+)?"
+        rf"(?:(?:{_LOWER_WORD}|\d{{1,3}}(?:st|nd|rd|th))\s+){{1,3}}?{_EN_SUFFIX}\b\.?",
         re.IGNORECASE,
     ),
     # 5 rue des lilas, 18 avenue de la république
@@ -270,18 +343,29 @@ _PW_WORDS: Final = (
 _CODE_WORD: Final = (
     r"(?:pin(?:\s*code|\s*number)?|pin-code|pincode|pinkod|pinkode|code|codice|"
     r"código|codigo|kod|код|digicode|türcode|tuercode|torcode|alarmcode|"
-    r"zugangscode|sicherheitscode|passcode|pin码|暗证码)"
+    r"zugangscode|sicherheitscode|passcode|nip|puk[12]?(?:-?code)?|pin码|暗证码)"
 )
+# Codes that are always someone's secret: a door code, a SIM's PUK.
 _SELF_CODE_WORD: Final = re.compile(
     r"digicode|türcode|tuercode|torcode|alarmcode|zugangscode|sicherheitscode|"
-    r"passcode",
+    r"passcode|puk[12]?(?:-?code)?",
     re.IGNORECASE,
 )
+# "the code is 4821", "der Code ist 4821", "le code est 4821": a code stated
+# as such is a secret even without whose it is.
+_ARTICLE_BEFORE: Final = re.compile(
+    r"(?:^|(?<![\w'’])(?:the|this|that|der|die|das|dieser|diese|le|la|ce|el|"
+    r"este|esta|il|lo|questo|o|a|este|esse|het|de|deze))\s+$",
+    re.IGNORECASE,
+)
+_MIN_STATED_CODE_DIGITS: Final = 4
+_MIN_PUK_DIGITS: Final = 4  # a PUK has 8; "PUK 2" is the second PUK
 _KEY_OWNER: Final = re.compile(
     r"(?<!\w)(?:my|our|mine|his|her|their|mein\w*|unser\w*|mon|ma|mes|notre|nos|"
     r"mi|mis|nuestr\w+|mio|mia|mie|miei|nostr\w+|mój|moj\w*|nasz\w*|мой|моя|моё|"
     r"мои|наш\w*|mijn|onze|ons|mitt|min|mina|vår|vårt|minha|meu|nossa|nosso|"
     r"door|gate|garage|alarm|keypad|lock|safe|bank|card|debit|credit|sim|phone|"
+    r"mobile|handy|natel|móvil|celular|telemóvel|portable|telefon|telefono|"
     r"wifi|wi-fi|wlan|router|access|entry|security|building|front|"
     r"tür|haustür|tor|garagentor|alarmanlage|tresor|karte|bankkarte|"
     r"porte|portail|alarme|carte|coffre|puerta|portón|alarma|tarjeta|caja|"
@@ -291,6 +375,16 @@ _KEY_OWNER: Final = re.compile(
     r"我的|门|卡)(?!\w)",
     re.IGNORECASE,
 )
+# Codes that name something public, not a secret: "sort code 40-11-62",
+# "area code", "zip code", "error code", "bank code".
+_PUBLIC_CODE: Final = re.compile(
+    r"(?<!\w)(?:sort|area|zip|post|postal|error|status|country|bar|promo|"
+    r"discount|coupon|voucher|qr|source|tracking|dial(?:l)?ing|region|language|"
+    r"currency|colou?r|hex|ascii|unicode|exit|return|fault|diagnostic|obd|dtc|"
+    r"product|iata|icao|airport|swift|bic|branch|routing|transit|morse|"
+    r"response|http)[\s-]*$",
+    re.IGNORECASE,
+)
 _LATIN_BOUNDARY: Final = r"A-Za-z0-9À-ɏ"
 _KEY_WORD: Final = re.compile(
     rf"(?<![{_LATIN_BOUNDARY}])(?:({_PW_WORDS})|({_CODE_WORD}))"
@@ -298,12 +392,18 @@ _KEY_WORD: Final = re.compile(
     re.IGNORECASE,
 )
 # "code for the gate", "code de la porte", "kod do bramy", "код от домофона"
+# "PIN der Alarmanlage", "senha do portão", "código de la puerta del garaje":
+# one or two such links.
 _KEY_LINK: Final = (
-    r"\s+(?:(?:for|of|to|on|für|zum|zur|de\s+la|del|della|dello|dei|des|de|du|"
-    r"do|dla|da|от|для|van|voor|till|för)\s+|d'|de\s+l'|dell')"
+    r"\s+(?:(?:for|of|to|on|für|zum|zur|vom|von|der|de\s+la|del|della|dello|"
+    r"delle|dei|degli|di|des|de|du|do|dos|das|dla|da|al|от|для|van|voor|till|"
+    r"för)\s+|d'|de\s+l'|dell')"
     r"(?:(?:the|my|our|das|die|der|den|dem|la|le|les|el|il|mi|mon|ma|het|de)\s+"
     r"|l')?[\w'’-]+"
 )
+# "code alarme 6402", "hasło do brokera mqtt ...": words naming what the code
+# or password is for, right before its value, without "is".
+_KEY_BARE_QUALIFIER: Final = r"(?:\s+[^\W\d_][\w'’-]*){1,2}\s+"
 # "mot de passe wifi : ...", "contraseña wifi = ...": a word naming what the
 # password is for, then an explicit "is" or colon.
 _KEY_QUALIFIER: Final = r"\s+[\w'’-]+(?=\s*(?:[:=]|is\s|est\s|es\s|ist\s|è\s|to\s))"
@@ -317,18 +417,45 @@ _KEY_VALUE: Final = (
     r"|[^\s\"'«„,;\u3000-\u9fff\uac00-\ud7af]{1,64}"
     r"(?<![.,;:?)\u3000-\u9fff\uac00-\ud7af]))"
 )
+_PLAIN_FORM: Final = 0  # "password is ...", "password: ..."
+_LINKED_FORM: Final = 1  # with one or two links ("code de la porte")
+_QUALIFIED: Final = 2  # with a qualifier word and "is" or a colon
+_BARE: Final = 3  # with a qualifier and no "is" ("code alarme 6402")
+# The forms in the order they are tried; one link before two, so "kod do
+# bramy to 2468" reads "to" as "is", not as a second link.
 _KEY_AFTER: Final = (
-    re.compile(_KEY_IS + _KEY_VALUE, re.IGNORECASE),
-    re.compile(_KEY_LINK + _KEY_IS + _KEY_VALUE, re.IGNORECASE),
-    re.compile(_KEY_QUALIFIER + _KEY_IS + _KEY_VALUE, re.IGNORECASE),
+    (_PLAIN_FORM, re.compile(_KEY_IS + _KEY_VALUE, re.IGNORECASE)),
+    (_LINKED_FORM, re.compile(_KEY_LINK + _KEY_IS + _KEY_VALUE, re.IGNORECASE)),
+    (
+        _LINKED_FORM,
+        re.compile(_KEY_LINK + _KEY_LINK + _KEY_IS + _KEY_VALUE, re.IGNORECASE),
+    ),
+    (_QUALIFIED, re.compile(_KEY_QUALIFIER + _KEY_IS + _KEY_VALUE, re.IGNORECASE)),
+    (_BARE, re.compile(_KEY_BARE_QUALIFIER + _KEY_VALUE, re.IGNORECASE)),
+    (
+        _BARE,
+        re.compile(
+            rf"(?P<link>{_KEY_LINK}){_KEY_BARE_QUALIFIER}{_KEY_VALUE}", re.IGNORECASE
+        ),
+    ),
+    (
+        _BARE,
+        re.compile(
+            rf"(?P<link>{_KEY_LINK}{_KEY_LINK}){_KEY_BARE_QUALIFIER}{_KEY_VALUE}",
+            re.IGNORECASE,
+        ),
+    ),
 )
-_QUALIFIED: Final = 2  # index of the form with a qualifier word
+_MIN_BARE_KEY_CHARS: Final = 4
 # "is Tr0ub4dor&3 a strong password", "use hunter2 as my password"
 _KEY_BEFORE_WORD: Final = re.compile(
     rf"(?<!\w)(?:is|use|using|ist|nehme|est|utiliser|es|usar|czy|jest|как|är)\s+"
-    rf"{_KEY_VALUE}\s+(?:[\w'’-]+\s+){{0,3}}?(?:{_PW_WORDS}|pin)(?!\w)",
+    rf"{_KEY_VALUE}\s+(?P<between>(?:[\w'’-]+\s+){{0,5}}?)(?:{_PW_WORDS}|pin)(?!\w)",
     re.IGNORECASE,
 )
+# "is bluepanda77 a strong enough wifi password": more than three words
+# between only for a value that looks chosen as a password.
+_MAX_WORDS_BETWEEN: Final = 3
 # After "my password is": words that describe it instead of being it.
 _NOT_A_KEY: Final = frozenset(
     [
@@ -568,6 +695,53 @@ def _plain_word(value: str) -> bool:
     return value.isalpha() and value.islower()
 
 
+def _word_like(value: str) -> bool:
+    """Tell a word of the sentence ("tp-link", "Fritzbox") from a password."""
+    return re.fullmatch(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*", value) is not None and (
+        value.islower() or value[1:].islower()
+    )
+
+
+def _password_shaped(value: str) -> bool:
+    """Tell a value that looks chosen as a password: letters with digits or signs."""
+    return len(value) >= _MIN_BARE_KEY_CHARS and not _word_like(value)
+
+
+def _code_value(
+    text: str, word: re.Match[str], after: re.Match[str], *, bare: bool
+) -> bool:
+    """Tell whether what follows a PIN or code word is its value.
+
+    It has a digit and is someone's or something's ("my pin", "code alarme",
+    "PIN der Alarmanlage"), a code that is always secret (digicode, PUK), or
+    a code stated as such ("der Code ist 3058"); never a code that names
+    something public ("sort code", "area code").
+    """
+    value = after.group("value")
+    code = word.group(2)
+    digits = sum(c.isdigit() for c in value)
+    if not digits or (code.casefold().startswith("puk") and digits < _MIN_PUK_DIGITS):
+        return False
+    if not code.casefold().startswith("pin") and _PUBLIC_CODE.search(
+        text[max(0, word.start() - 16) : word.start()]
+    ):
+        return False
+    if bare:
+        # Without "is", the words between name what the code opens:
+        # "code alarme 6402", never "my code review 2024".
+        return _KEY_OWNER.search(text[word.end() : after.start("value")]) is not None
+    owner = text[max(0, word.start() - 24) : after.start("value")]
+    if _KEY_OWNER.search(owner) or _SELF_CODE_WORD.fullmatch(code):
+        return True
+    return (
+        "is" in after.re.groupindex
+        and after.group("is") is not None
+        and sum(c.isdigit() for c in value) >= _MIN_STATED_CODE_DIGITS
+        and _ARTICLE_BEFORE.search(text[max(0, word.start() - 12) : word.start()])
+        is not None
+    )
+
+
 def _secret_value(
     text: str, word: re.Match[str], after: re.Match[str], form: int
 ) -> bool:
@@ -576,17 +750,27 @@ def _secret_value(
     bare = value.strip("\"'«»„“”").casefold()
     if bare in _NOT_A_KEY or bare.strip("!?.") in _NOT_A_KEY:
         return False
-    if value[0] in "\"'«„":
+    if value[0] in "\"'«„" and form != _BARE:
         return True
     if form == _QUALIFIED and _plain_word(value):
         # "password manager is bitwarden": the word was not a qualifier.
         return False
     if word.group(2) is not None:
-        # A PIN or code: someone's or something's, and with a digit.
-        owner = text[max(0, word.start() - 24) : after.start("value")]
-        return any(c.isdigit() for c in value) and bool(
-            _KEY_OWNER.search(owner) or _SELF_CODE_WORD.fullmatch(word.group(2))
-        )
+        return _code_value(text, word, after, bare=form == _BARE)
+    return _password_value(after, form)
+
+
+def _password_value(after: re.Match[str], form: int) -> bool:
+    """Tell whether what follows the word password (and its links) is its value."""
+    value = after.group("value")
+    if form == _BARE:
+        # "hasło do brokera mqtt zaq1@WSX": after a link and a qualifier,
+        # without "is", only a value that looks chosen as a password.
+        return "link" in after.re.groupindex and _password_shaped(value)
+    if form == _LINKED_FORM and after.group("is") is None:
+        # "hasło do routera tp-link", "password for windows 11": without
+        # "is", the words after the link may still name the thing.
+        return _password_shaped(value)
     # "password manager", "wifi password qr code": without "is", a plain word
     # after the word password is the next word of the sentence.
     return after.group("is") is not None or not _plain_word(value)
@@ -595,14 +779,18 @@ def _secret_value(
 def _said_secrets(text: str) -> Iterator[tuple[int, int]]:
     """Find the values of passwords, PINs and codes said in the query."""
     for word in _KEY_WORD.finditer(text):
-        for form, pattern in enumerate(_KEY_AFTER):
+        for form, pattern in _KEY_AFTER:
             after = pattern.match(text, word.end())
             if after is not None and _secret_value(text, word, after, form):
                 yield after.span("value")
                 break
     for match in _KEY_BEFORE_WORD.finditer(text):
         value = match.group("value")
-        if value.strip("\"'«»„“”").casefold() not in _NOT_A_KEY:
+        if value.strip("\"'«»„“”").casefold() in _NOT_A_KEY:
+            continue
+        if len(match.group("between").split()) <= _MAX_WORDS_BETWEEN or (
+            _password_shaped(value) and any(c.isdigit() for c in value)
+        ):
             yield match.span("value")
 
 
@@ -637,15 +825,48 @@ _PHONE_CUE: Final = re.compile(
     re.IGNORECASE,
 )
 _PHONE_CUE_WINDOW: Final = 32  # characters either side of a number
+_LABEL_WINDOW: Final = 64  # characters before a list of draws or prefixes
 # Numbers that are something else, named just before them.
 _NUMBER_LABEL: Final = re.compile(
-    r"(?:isbn(?:-1[03])?|issn|ean|upc|gtin|sku|iso|din|rfc|nfpa|kb|build|version|"
-    r"ver\.?|art\.?-?nr\.?|model|models|part|parts|serial|s/n|ports?|channels?|"
-    r"sizes?|pages?|chapters?|seats?|rooms?|levels?|lines?|bus|buses|trams?|"
-    r"routes?|platforms?|gates?|tracks?|episodes?|seasons?|sections?|§)"
+    r"(?<!\w)(?:isbn(?:-1[03])?|issn|ean|upc|gtin|sku|iso|din|rfc|nfpa|kb|build|"
+    r"version|ver\.?|art\.?-?nr\.?|model|models|part|parts|serial|s/n|ports?|"
+    r"channels?|sizes?|pages?|chapters?|seats?|rooms?|levels?|lines?|bus|buses|"
+    r"trams?|routes?|platforms?|gates?|tracks?|episodes?|seasons?|sections?|§|"
+    # Spare parts and articles: "Ersatzteil 00611319", "réf. 0123456".
+    r"ersatzteil\w*|teilenummer|artikel(?:nummer)?|bestellnummer|e-nr\.?|"
+    r"p/n|mpn|ref\.?|réf\.?|référence|referencia|riferimento|"
+    r"catalog(?:ue)?|katalog\w*|barcode|bar\s+code|código\s+de\s+barras|"
+    r"code[-\s]barres?|strichcode|kod\s+kreskowy|streepjescode|"
+    # Bank codes name a bank or branch, never a person's account: "sort code
+    # 40-11-62", "routing number 021000021", "BLZ 37040044".
+    r"sort\s+code|routing|aba|bsb|blz|bankleitzahl|bic|swift|transit)"
     r"\s*(?:no\.?|nr\.?|number|#)?\s*:?\s*$",
     re.IGNORECASE,
 )
+# Draws of a lottery: "Lottozahlen 3 12 19 27 38 45" is no phone number.
+_LOTTERY: Final = re.compile(
+    r"(?<!\w)(?:lotto\w*|lotter\w*|loter[ií]a\w*|loto|lotek|euromil\w*|"
+    r"eurojackpot|powerball|mega\s+millions|superenalotto|primitiva|bonoloto|"
+    r"mega-?sena|keno|gewinnzahlen|ziehung\w*|tirage|estrazion\w*|sorteo\w*|"
+    r"sorteio\w*|winning\s+numbers|numeri\s+vincenti|numéros\s+gagnants|"
+    r"números\s+premiados)(?!\w)",
+    re.IGNORECASE,
+)
+# Words that only say "number": with a lottery, they do not make a phone.
+_NUMBER_WORD: Final = re.compile(
+    r"(?<!\w)(?:numbers?|no\.|nr\.?|nummer\w*|numéros?|números?|numer\w*|"
+    r"numeri|numero|номер\w*|zahlen)(?!\w)",
+    re.IGNORECASE,
+)
+# A list of dialling prefixes: "préfixes 0162 0163", "Vorwahlen 030 040".
+_PREFIX_CUE: Final = re.compile(
+    r"(?<!\w)(?:pr[ée]fix\w*|prefij\w*|prefiss\w*|prefiks\w*|prefixo\w*|"
+    r"vorwahl\w*|indicatif\w*|area\s+codes?|dial(?:l)?ing\s+codes?|"
+    r"netnummer\w*|kierunkow\w*)(?!\w)",
+    re.IGNORECASE,
+)
+# The fraction of a decimal number: "6,02214076" is not "02214076".
+_DECIMAL_BEFORE: Final = re.compile(r"(?<![\d.,])\d{1,3}[.,]$")
 # A unit or currency next to a grouped number makes it an amount.
 _UNIT_AFTER: Final = re.compile(
     r"^\s?(?:€|\$|£|¥|₽|₹|元|zł|zl|kr|kč|eur|euro|euros|usd|dollars?|pln|rub|"
@@ -767,13 +988,21 @@ _MIN_ACCOUNT_DIGITS: Final = 13
 # A number named as an account: "Kontonummer 1234567890", "numer konta ...".
 _ACCOUNT_NUMBER: Final = re.compile(
     r"(?<!\w)(?:account|acct|konto|kontonummer|kontonr\.?|kto\.?|compte|cuenta|"
-    r"conto|rachun\w*|numer\w*\s+konta|nr\.?\s+konta|сч[её]т\w*|rekening\w*|"
-    r"sort\s+code|routing|blz|bsb|iban)"
-    r"(?:\s+(?:number|no\.?|nr\.?|nummer|numéro|número|numero))?\s*[:#=]?\s*"
-    r"(\d[\d -]{4,40}\d)(?!\w)",
+    r"conto|conta|rachun\w*|numer\w*\s+konta|nr\.?\s+konta|сч[её]т\w*|"
+    r"rekening\w*|iban|clabe|cbu|cvu|rib|c/c)"
+    r"(?:\s+(?:number|no\.?|nr\.?|nummer|numéro|número|numero|corrente|"
+    r"corriente|poupança|ahorros?|courant|bancari[ao]|bancária|interbancaria))?"
+    r"\s*[:#=]?\s*(\d[\d -]{3,40}[\dxX])(?!\w)",
     re.IGNORECASE,
 )
 _MIN_CUED_ACCOUNT_DIGITS: Final = 6
+# Shorter with a check digit: "conta corrente 4821-7".
+_CHECK_DIGIT: Final = re.compile(r"\d{4,}-[\dxX]")
+# A long number in one piece: a card number (Luhn), a Mexican CLABE (its own
+# check digit); never one named by a label ("EAN 4006381333931").
+_LONG_NUMBER: Final = re.compile(r"(?<![\w.,+-])\d{15,19}(?!\w|[.,]\d)")
+_CLABE_DIGITS: Final = 18
+_CLABE_WEIGHTS: Final = (3, 7, 1) * 5 + (3, 7)  # over the first 17 digits
 _ENTITY_DOMAINS: Final = (
     "air_quality|alarm_control_panel|assist_satellite|automation|binary_sensor|button|"
     "calendar|camera|climate|conversation|counter|cover|date|datetime|device_tracker|"
@@ -1025,6 +1254,125 @@ GENERIC_WORDS: Final = frozenset(
         "cloud",
         "remote",
         "tts",
+        # The same words in other languages: devices and rooms ("Telefon
+        # Tomka", "Chambre de Léa") and family roles ("Babcia Halina",
+        # "Abuela Carmen"). The name after them identifies; they do not.
+        "telefon",
+        "telefono",
+        "téléphone",
+        "telephone",
+        "handy",
+        "natel",
+        "gsm",
+        "móvil",
+        "movil",
+        "celular",
+        "telemóvel",
+        "telemovel",
+        "portable",
+        "smartphone",
+        "tablette",
+        "ordinateur",
+        "ordenador",
+        "computador",
+        "komputer",
+        "fernseher",
+        "télé",
+        "zimmer",
+        "schlafzimmer",
+        "wohnzimmer",
+        "kinderzimmer",
+        "küche",
+        "bad",
+        "chambre",
+        "salon",
+        "cuisine",
+        "kamer",
+        "slaapkamer",
+        "keuken",
+        "badkamer",
+        "habitación",
+        "habitacion",
+        "cuarto",
+        "dormitorio",
+        "cocina",
+        "salón",
+        "quarto",
+        "cozinha",
+        "sala",
+        "camera",
+        "cucina",
+        "soggiorno",
+        "bagno",
+        "pokój",
+        "pokoj",
+        "kuchnia",
+        "sypialnia",
+        "łazienka",
+        "baño",
+        "banheiro",
+        "sovrum",
+        "kök",
+        "grandma",
+        "grandpa",
+        "granny",
+        "grandad",
+        "gran",
+        "nana",
+        "nanny",
+        "pop",
+        "oma",
+        "opa",
+        "omi",
+        "opi",
+        "grosi",
+        "grossmami",
+        "grossvati",
+        "mamie",
+        "papi",
+        "papy",
+        "bomma",
+        "bompa",
+        "nonna",
+        "nonno",
+        "abuela",
+        "abuelo",
+        "abuelita",
+        "abuelito",
+        "avó",
+        "avô",
+        "vó",
+        "vô",
+        "tía",
+        "tío",
+        "tia",
+        "tio",
+        "babcia",
+        "dziadek",
+        "ciocia",
+        "wujek",
+        "бабушка",
+        "дедушка",
+        "mama",
+        "papa",
+        "mom",
+        "dad",
+        "mum",
+        "mutti",
+        "vati",
+        "maman",
+        "mamá",
+        "papá",
+        "mãe",
+        "pai",
+        "mamma",
+        "babbo",
+        "tante",
+        "onkel",
+        "gardienne",
+        "nounou",
+        "niñera",
+        "babysitter",
     ]
 )
 _WORD: Final = re.compile(r"[^\W\d_][\w'’-]*")
@@ -1107,7 +1455,9 @@ class _Redactor:
             removed += len(self.text[start:end].strip())
             last = end
         pieces.append(self.text[last:])
-        text = _tidy("".join(pieces))
+        # Nothing removed: the query leaves as written ("c'est grave ?",
+        # "!secret"), only its blank runs collapsed.
+        text = _tidy("".join(pieces)) if merged else " ".join(self.text.split())
         categories = tuple(sorted(counts))
         original = len(re.sub(r"\s+", "", self.text))
         return Sanitized(text, categories, original, removed, counts, found)
@@ -1116,10 +1466,12 @@ class _Redactor:
 def _tidy(text: str) -> str:
     """Collapse what removal left behind: double spaces, dangling separators."""
     text = re.sub(r"\(\s*[,;/]?\s*\)|\[\s*\]|\"\s*\"|'\s+'", " ", text)
-    text = re.sub(r"\s+([,.;:!?])", r"\1", text)
+    # A mark that ends a phrase moves back to its word; one that starts a
+    # token ("!secret", "::1", "-22.9") stays where it is.
+    text = re.sub(r"\s+([,.;:!?]+)(?=\s|$)", r"\1", text)
     text = re.sub(r"(?:^|(?<=\s))[,.;:/-]+(?=\s|$)", " ", text)
-    text = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", text)
-    return re.sub(r"\s+", " ", text).strip(" ,;:-/")
+    text = re.sub(r"([,;:])(?:\s*[,;:])+(?=\s|$)", r"\1", text)
+    return re.sub(r"\s+", " ", text).lstrip().rstrip(" ,;:-/")
 
 
 def _phones(text: str, country: str | None) -> Iterator[tuple[int, int]]:
@@ -1193,6 +1545,7 @@ def _other_number(text: str, start: int, end: int) -> bool:
     after = text[end : end + _PHONE_CUE_WINDOW]
     if (
         _NUMBER_LABEL.search(before)
+        or _DECIMAL_BEFORE.search(text[max(0, start - 4) : start])
         or _is_date(groups, separators)
         or sum(len(g) == 4 and int(g) in _YEARS for g in groups) >= 2  # noqa: PLR2004
         or _is_amount(groups, separators, before, after)
@@ -1204,6 +1557,20 @@ def _other_number(text: str, start: int, end: int) -> bool:
         and len(groups) == 2  # noqa: PLR2004
         and any(len(g) == 4 and int(g) in _YEARS for g in groups)  # noqa: PLR2004
         and not (_PHONE_CUE.search(before) or _PHONE_CUE.search(after))
+    ):
+        return True
+    # Lottery draws, unless something says "call" ("number" does not).
+    wide = text[max(0, start - _LABEL_WINDOW) : start]
+    if _LOTTERY.search(wide) and not _PHONE_CUE.search(
+        _NUMBER_WORD.sub(" ", before + " " + after)
+    ):
+        return True
+    # A list of dialling prefixes, all of one length: "0162 0163".
+    if (
+        _PREFIX_CUE.search(wide)
+        and len(groups) >= 2  # noqa: PLR2004
+        and len({len(g) for g in groups}) == 1
+        and all(g.startswith("0") for g in groups)
     ):
         return True
     # 3.1415926535, 19045.5247, 10.0.19045: decimals and versions; a dotted
@@ -1254,6 +1621,16 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
+def _clabe(digits: str) -> bool:
+    """Tell a Mexican CLABE (18 digits) by its check digit."""
+    if len(digits) != _CLABE_DIGITS:
+        return False
+    total = sum(
+        int(d) * w % 10 for d, w in zip(digits[:-1], _CLABE_WEIGHTS, strict=True)
+    )
+    return (10 - total % 10) % 10 == int(digits[-1])
+
+
 def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
     """Find IBANs, numbers named as accounts and long numbers grouped by four."""
     for match in _IBAN.finditer(text):
@@ -1264,8 +1641,17 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
         ):
             yield match.span()
     for match in _ACCOUNT_NUMBER.finditer(text):
-        if sum(c.isdigit() for c in match.group(1)) >= _MIN_CUED_ACCOUNT_DIGITS:
+        number = match.group(1)
+        if _CHECK_DIGIT.fullmatch(number) or (
+            number[-1].isdigit()
+            and sum(c.isdigit() for c in number) >= _MIN_CUED_ACCOUNT_DIGITS
+        ):
             yield match.span(1)
+    for match in _LONG_NUMBER.finditer(text):
+        digits = match.group(0)
+        before = text[max(0, match.start() - _PHONE_CUE_WINDOW) : match.start()]
+        if not _NUMBER_LABEL.search(before) and (_luhn(digits) or _clabe(digits)):
+            yield match.span()
     for match in _LONG_GROUPED_NUMBER.finditer(text):
         digits = re.sub(r"\D", "", match.group(0))
         # Card numbers (Luhn) and account numbers (16 digits and more).
@@ -1273,13 +1659,128 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
             yield match.span()
 
 
+# Public DNS resolvers everybody may name ("8.8.8.8 or 1.1.1.1?"): they are
+# nobody's machine. Google, Cloudflare (and its family filters), Quad9,
+# OpenDNS, AdGuard, CleanBrowsing, Level3, DNS.WATCH, Comodo, Yandex, Mullvad.
+_PUBLIC_RESOLVERS: Final = frozenset(
+    ipaddress.ip_address(address)
+    for address in (
+        "8.8.8.8",
+        "8.8.4.4",
+        "1.1.1.1",
+        "1.0.0.1",
+        "1.1.1.2",
+        "1.0.0.2",
+        "1.1.1.3",
+        "1.0.0.3",
+        "9.9.9.9",
+        "9.9.9.10",
+        "9.9.9.11",
+        "149.112.112.112",
+        "149.112.112.10",
+        "149.112.112.11",
+        "208.67.222.222",
+        "208.67.220.220",
+        "208.67.222.123",
+        "208.67.220.123",
+        "94.140.14.14",
+        "94.140.15.15",
+        "185.228.168.9",
+        "185.228.169.9",
+        "4.2.2.1",
+        "4.2.2.2",
+        "84.200.69.80",
+        "84.200.70.40",
+        "8.26.56.26",
+        "8.20.247.20",
+        "77.88.8.8",
+        "77.88.8.1",
+        "194.242.2.2",
+        "2001:4860:4860::8888",
+        "2001:4860:4860::8844",
+        "2606:4700:4700::1111",
+        "2606:4700:4700::1001",
+        "2620:fe::fe",
+        "2620:fe::9",
+        "2620:119:35::35",
+        "2620:119:53::53",
+        "2a10:50c0::ad1:ff",
+        "2a10:50c0::ad2:ff",
+    )
+)
+_THIS_NETWORK: Final = ipaddress.ip_network("0.0.0.0/8")
+
+
 def _valid_ip(text: str) -> bool:
-    """Tell an address of some machine from loopback, unspecified and non-IPs."""
+    """Tell an address of some machine from addresses that are nobody's.
+
+    Not a machine's: loopback, unspecified, multicast (224.0.0.251, ff02::fb),
+    IPv4's reserved 240.0.0.0/4 (the broadcast 255.255.255.255 and the
+    netmasks 255.255.255.0, 255.255.0.0), "this network" 0.0.0.0/8 (wildcard
+    masks) and the public DNS resolvers.
+    """
     try:
         address = ipaddress.ip_interface(text.split("%", 1)[0]).ip
     except ValueError:
         return False
-    return not (address.is_loopback or address.is_unspecified)
+    special = address.version == 4 and (  # noqa: PLR2004
+        address.is_reserved or address in _THIS_NETWORK
+    )
+    return not (
+        address.is_loopback
+        or address.is_unspecified
+        or address.is_multicast
+        or special
+        or address in _PUBLIC_RESOLVERS
+    )
+
+
+# MAC addresses that are no device's: broadcast, all zeros, and the group
+# addresses of IPv4 and IPv6 multicast and of IEEE 802.1 (STP, LLDP).
+_GROUP_MAC: Final = re.compile(
+    r"(?:ff[:.-]?){5}ff|(?:00[:.-]?){5}00|01[:.-]?00[:.-]?5e|33[:.-]?33|"
+    r"01[:.-]?80[:.-]?c2",
+    re.IGNORECASE,
+)
+
+
+def _device_mac(text: str) -> bool:
+    """Tell a device's MAC address from a broadcast or multicast one."""
+    return _GROUP_MAC.match(text) is None
+
+
+# A MAC address without separators, "001A2B3C4D5E": twelve hex digits. The
+# same shape is a short commit or container id ("3f9a2c1e4b5d"), so it is a
+# MAC in capitals (as routers show it) or near a word of networks and devices.
+_BARE_MAC: Final = re.compile(r"(?<![\w:.-])[0-9A-Fa-f]{12}(?![\w:.-])")
+_MAC_CUE: Final = re.compile(
+    r"(?<!\w)(?:mac|bssid|hwaddr|ether|oui|vendor|hersteller|fabricant|"
+    r"fabricante|produttore|producent|device|dispositiv[oe]|gerät|geraet|"
+    r"appareil|urządzeni\w*|apparaat|router|wi-?fi|wlan|lan|ethernet|network|"
+    r"netzwerk|réseau|red|rete|sieć|sieci|rede|netwerk|connected|conectado|"
+    r"verbunden|connecté|connesso|połączon\w*|verbonden|dhcp|arp|nic|adapter)"
+    r"(?!\w)",
+    re.IGNORECASE,
+)
+_HASH_CUE: Final = re.compile(
+    r"(?<!\w)(?:commit|hash|sha\w*|md5|docker|container|image|digest|checksum|"
+    r"blob|tree|uuid|guid|build|revision|rev)(?!\w)",
+    re.IGNORECASE,
+)
+_MAC_CUE_WINDOW: Final = 40
+
+
+def _bare_mac(text: str, match: re.Match[str]) -> bool:
+    """Tell twelve hex digits that are a MAC address from a hash or an id."""
+    value = match.group(0)
+    before = text[max(0, match.start() - _MAC_CUE_WINDOW) : match.start()]
+    after = text[match.end() : match.end() + _MAC_CUE_WINDOW]
+    if not _device_mac(value) or _HASH_CUE.search(before):
+        return False
+    if _MAC_CUE.search(before) or _MAC_CUE.search(after):
+        return True
+    letters = any(c.isalpha() for c in value)
+    return value.isupper() and letters and any(c.isdigit() for c in value)
 
 
 def _is_secret(token: str) -> bool:
@@ -1322,8 +1823,239 @@ def _home_decimals(home: tuple[float, float]) -> Callable[[re.Match[str]], bool]
     return accept
 
 
-def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
-    """One pattern for every identifying name, longest first, whole words only."""
+def _build_fold() -> dict[int, str]:
+    """Map each accented Latin letter to its base letter, one for one."""
+    table = {
+        code: base
+        for code in range(0xC0, 0x250)
+        if (base := unicodedata.normalize("NFD", chr(code))[0]) != chr(code)
+        and base.isascii()
+    }
+    table.update({ord(a): b for a, b in zip("łŁøØđĐı", "lLoOdDi", strict=True)})
+    return table
+
+
+_FOLD: Final = _build_fold()
+
+
+def _fold(text: str) -> str:
+    """Drop the accents of Latin letters, keeping every offset ("Inês" -> "Ines")."""
+    return text.translate(_FOLD)
+
+
+# Households whose language declines names: Polish, Czech, Slovak, Slovene,
+# Croatian, Serbian, Bosnian, Montenegrin, Russian, Ukrainian, Belarusian;
+# with the endings their own grammar adds (Czech "Janu", Croatian "Ane").
+@dataclass(frozen=True, slots=True)
+class _Grammar:
+    """Endings a language adds beyond the Polish ones, after -a and a consonant."""
+
+    after_a: tuple[str, ...] = ()
+    after_consonant: tuple[str, ...] = ()
+
+
+_POLISH: Final = _Grammar()
+_CZECH: Final = _Grammar(after_a=("u",))
+_SOUTH_SLAVIC: Final = _Grammar(after_a=("u", "e", "om"), after_consonant=("om",))
+_DECLINING: Final = {
+    "PL": _POLISH,
+    "CZ": _CZECH,
+    "SK": _CZECH,
+    "SI": _SOUTH_SLAVIC,
+    "HR": _SOUTH_SLAVIC,
+    "RS": _SOUTH_SLAVIC,
+    "BA": _SOUTH_SLAVIC,
+    "ME": _SOUTH_SLAVIC,
+    "RU": _POLISH,  # Cyrillic names have their own endings
+    "UA": _POLISH,
+    "BY": _POLISH,
+}
+MIN_DECLINED_CHARS: Final = 4
+# Endings that declined names take, by the name's own ending. Vocatives and
+# forms that are mostly other words ("Anno", "Marte") are left out.
+# Halina -> Haliny, Halinie, Halinę, Haliną (Czech Jana -> Janou, Janě);
+# after k, g, l, j the genitive takes i: Agnieszki, Olgi.
+_ENDINGS_A: Final = ("y", "ie", "ę", "ą", "ej", "iej", "ou", "ě")
+_ENDINGS_A_SOFT: Final = ("i", "ie", "ę", "ą", "ej", "iej", "ou", "ě")
+# Kasia -> Kasi, Kasię, Kasią, Kasiu; Julia -> Julii, Julię, Julią.
+_ENDINGS_SIA: Final = ("", "ę", "ą", "u")
+_ENDINGS_IA: Final = ("i", "ę", "ą")
+_ENDINGS_CONSONANT: Final = ("a", "u", "owi", "ovi", "em", "iem", "ie")
+_ENDINGS_SKI: Final = ("i", "iego", "iemu", "im", "ich")
+_ENDINGS_CYRILLIC_A: Final = ("а", "ы", "и", "е", "у", "ой", "ей", "ою", "ею")
+_ENDINGS_CYRILLIC: Final = ("а", "у", "ом", "ем", "е")
+# Declined forms that are mostly everyday words: "Ani" (Ania) is "neither",
+# "Mają" (Maja) "they have", "Marka" (Marek) "brand".
+_COMMON_DECLINED: Final = frozenset(
+    [
+        "ani",
+        "mają",
+        "marka",
+        "marki",
+        "marzenie",
+        "musze",
+        "musiała",
+        "musiałem",
+        "very",
+        "sowie",
+        "urbana",
+    ]
+)
+_SOFTENED: Final = (
+    ("ch", "sze"),
+    ("st", "ście"),
+    ("t", "cie"),
+    ("d", "dzie"),
+    ("k", "ce"),
+    ("g", "dze"),
+    ("r", "rze"),
+    ("ł", "le"),
+)
+
+
+def _declined(word: str, grammar: _Grammar = _POLISH) -> set[str]:
+    """Return the declined forms of a name in a Slavic language.
+
+    "Kasia" -> Kasi, Kasię, Kasią, Kasiu; "Halina" -> Haliny, Halinie,
+    Halinę; "Marta" -> Marcie; "Tomasz" -> Tomasza, Tomaszowi; "Burek" ->
+    Burka; "Wiśniewski" -> Wiśniewskiego; "Наташа" -> Наташи, Наташей.
+    """
+    if len(word) < MIN_DECLINED_CHARS or not word.isalpha():
+        return set()
+    # The stem may be typed without its accents ("Lukasza"), never the
+    # ending: "Kasie" is not "Kasię" (and is a till's).
+    forms = {
+        s + e
+        for stem, endings in _stems_and_endings(word, grammar)
+        for s in ({stem, _fold(stem)} if len(endings) > 1 else {stem})
+        for e in endings
+    }
+    forms.difference_update({word, _fold(word)})
+    return {form for form in forms if form.casefold() not in _COMMON_DECLINED}
+
+
+def _stems_and_endings(
+    word: str, grammar: _Grammar
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Return the stems of a name and the endings its declension adds."""
+    lower = word.casefold()
+    if "а" <= lower[-1] <= "я":
+        return _cyrillic_stems(word)
+    if lower.endswith("ia"):
+        diminutive = len(lower) > len("ia") and lower[-3] in "szncź"
+        return [(word[:-1], _ENDINGS_SIA if diminutive else _ENDINGS_IA)]
+    if lower.endswith("a"):
+        stem = word[:-1]
+        endings = _ENDINGS_A_SOFT if lower[-2] in "kglj" else _ENDINGS_A
+        found = [(stem, endings + grammar.after_a)]
+        for hard, soft in _SOFTENED:
+            if stem.casefold().endswith(hard):
+                # Dative and locative change the last consonant: Marta -> Marcie.
+                found.append((stem[: -len(hard)], (soft,)))
+                break
+        return found
+    if lower.endswith(("ski", "cki", "dzki")):
+        return [(word[:-1], _ENDINGS_SKI)]
+    stem = word
+    if lower.endswith(("ek", "eł")) and lower[-3] not in "aeiouy":
+        # The e drops: Burek -> Burka, Paweł -> Pawła.
+        stem = word[:-2] + word[-1]
+    elif lower[-1] in "aeiouyąęóé":
+        return []
+    return [(stem, _ENDINGS_CONSONANT + grammar.after_consonant)]
+
+
+def _cyrillic_stems(word: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Return the stem and endings of a Cyrillic name: Наташа -> Наташи."""
+    last = word[-1].casefold()
+    if last in "ая":
+        return [(word[:-1], _ENDINGS_CYRILLIC_A)]
+    if last in "еёиоуыэюйь":
+        return []
+    return [(word, _ENDINGS_CYRILLIC)]
+
+
+@dataclass(frozen=True, slots=True)
+class _NameMatcher:
+    """How the names of a house are found in a query."""
+
+    # Names and their distinctive words, with or without accents, any case.
+    pattern: re.Pattern[str]
+    # Declined forms, as written and in lower case (Slavic households only).
+    declined: frozenset[str]
+    # The single words, folded and in lower case, for handles and SSIDs.
+    words: frozenset[str]
+
+
+@functools.lru_cache(maxsize=64)
+def _name_matcher(names: tuple[str, ...], country: str | None) -> _NameMatcher | None:
+    """Build the matcher of a house's names; the same house reuses it."""
+    wanted = _wanted_names(names)
+    if not wanted:
+        return None
+    alternatives = "|".join(
+        r"\s+".join(_accent_free(part) for part in name.split())
+        for name in sorted(wanted, key=len, reverse=True)
+    )
+    # "Emma's", "Emmas" (Dutch, German, and English without the apostrophe).
+    pattern = re.compile(
+        rf"(?<![\w])(?:{alternatives})(?:['’]?s)?(?![\w])", re.IGNORECASE
+    )
+    words = frozenset(
+        _fold(name).casefold() for name in wanted if " " not in name and name.isalpha()
+    )
+    declined: frozenset[str] = frozenset()
+    if country is not None and (grammar := _DECLINING.get(country.upper())) is not None:
+        declined = frozenset(
+            form.casefold()
+            for name in wanted
+            if " " not in name
+            for form in _declined(name, grammar)
+        )
+    return _NameMatcher(pattern, declined, words)
+
+
+def _accent_free(name: str) -> str:
+    """Return a pattern of a name that also matches it without its accents.
+
+    Only the name's own accents are optional: "Émilie" matches "emilie",
+    while "Maja" never matches "mają" ("they have").
+    """
+    return "".join(
+        f"[{re.escape(char)}{base}]"
+        if (base := _fold(char)) != char
+        else re.escape(char)
+        for char in name
+    )
+
+
+_LETTERS: Final = re.compile(r"(?<!\w)[^\W\d_]+(?!\w)")
+# A handle or network name holding a house name: "@jessicabrooks87",
+# "Casa_Ortega", "TylerNet5G". Split at "_", digits and inner capitals.
+_HANDLE: Final = re.compile(r"(?<![\w@])@[\w.]{2,40}")
+_COMPOUND: Final = re.compile(r"(?<![\w@])\w*(?:_|\d|[a-z][A-Z])\w*")
+_COMPOUND_PART: Final = re.compile(r"[^\W\d_][^\W\d_A-Z]*|[A-Z][^\W\d_A-Z]*")
+
+
+def _named_tokens(folded: str, words: frozenset[str]) -> Iterator[tuple[int, int]]:
+    """Find handles and compound names that hold one of the house's names."""
+    long_words = [w for w in words if len(w) >= MIN_DECLINED_CHARS]
+    for match in _HANDLE.finditer(folded):
+        handle = match.group(0).casefold()
+        if any(word in handle for word in long_words):
+            yield match.span()
+    for match in _COMPOUND.finditer(folded):
+        token = match.group(0)
+        parts = {p.casefold() for p in _COMPOUND_PART.findall(token)}
+        glued = re.sub(r"[\d_]+", "", token).casefold()
+        if parts & words or (
+            re.search(r"[\d_]", token) and any(w in glued for w in long_words)
+        ):
+            yield match.span()
+
+
+def _wanted_names(names: Iterable[str]) -> set[str]:
+    """Return every identifying name and each of its distinctive words."""
     wanted: set[str] = set()
     for name in names:
         clean = " ".join(name.split())
@@ -1342,13 +2074,25 @@ def _name_pattern(names: Iterable[str]) -> re.Pattern[str] | None:
                 and base.casefold() not in GENERIC_WORDS
             ):
                 wanted.add(base)
-    if not wanted:
-        return None
-    alternatives = "|".join(
-        r"\s+".join(re.escape(part) for part in name.split())
-        for name in sorted(wanted, key=len, reverse=True)
-    )
-    return re.compile(rf"(?<![\w])(?:{alternatives})(?:['’]s)?(?![\w])", re.IGNORECASE)
+    return wanted
+
+
+def _add_names(redactor: _Redactor, names: _NameMatcher) -> None:
+    """Remove the house's names: without accents, declined, inside handles.
+
+    Inside an address or email already removed, a name adds nothing.
+    """
+    spans = [m.span() for m in names.pattern.finditer(redactor.text)]
+    if names.declined:
+        spans.extend(
+            m.span()
+            for m in _LETTERS.finditer(redactor.text)
+            if m.group(0).casefold() in names.declined
+        )
+    spans.extend(_named_tokens(_fold(redactor.text), names.words))
+    for start, end in spans:
+        if not redactor.taken(start, end, but=NAME):
+            redactor.add(start, end, NAME)
 
 
 def _lower_address(redactor: _Redactor, index: int) -> Callable[[re.Match[str]], bool]:
@@ -1363,12 +2107,78 @@ def _lower_address(redactor: _Redactor, index: int) -> Callable[[re.Match[str]],
     def accept(match: re.Match[str]) -> bool:
         if redactor.taken(match.start(), match.end()):
             return False
-        return (evident is not None and evident.search(match.group(0)) is not None) or (
-            _ADDRESS_CUE.search(text[max(0, match.start() - 24) : match.start()])
+        return (
+            (evident is not None and evident.search(match.group(0)) is not None)
+            or (index == _PREFIX_FIRST and _evident_prefix(text, match))
+            or _ADDRESS_CUE.search(text[max(0, match.start() - 24) : match.start()])
             is not None
         )
 
     return accept
+
+
+_PREFIX_FIRST: Final = 3  # the index of "calle mayor 5" in _LOWER_ADDRESSES
+# "via" that names no street: a climbing route, the Milky Way, a procession.
+_VIA_PHRASE: Final = re.compile(
+    r"v[ií]a\s+(?:ferrata|ferrate|crucis|lattea|láctea|negativa|media)(?!\w)",
+    re.IGNORECASE,
+)
+
+
+def _evident_prefix(text: str, match: re.Match[str]) -> bool:
+    """Tell a street word that is evident from where it stands.
+
+    "via saragozza 45" opening the query (English "via" never opens one
+    before a name and a number); "os. kolorowe 8" and "al. róż 6" unless
+    they are "4 os." (persons) or "et al.".
+    """
+    head = match.group(0)[:4].casefold()
+    before = text[: match.start()]
+    if head.startswith(("via ", "vía ")):
+        return _VIA_PHRASE.match(match.group(0)) is None and (
+            not before.strip() or re.search(r"[.!?;:]\s*$", before) is not None
+        )
+    if head.startswith("os."):
+        return re.search(r"\d\s*$", before) is None
+    if head.startswith("al."):
+        return re.search(r"(?<!\w)et\s*$", before, re.IGNORECASE) is None
+    return False
+
+
+def _flats(text: str, spans: list[tuple[int, int, str]]) -> list[tuple[int, int]]:
+    """Find the flat after each street found: "os. kolorowe 8 m. 12"."""
+    found = []
+    for _, end, category in spans:
+        if category != ADDRESS:
+            continue
+        # The house number may have taken the flat's letter: "8 m" of "8 m. 12".
+        starts = [end]
+        if re.match(r"\s[a-zA-Z]", text[end - 2 : end]):
+            starts.append(end - 2)
+        for at in starts:
+            if flat := _FLAT_AFTER.match(text, at):
+                found.append((at, flat.end()))
+                break
+    return found
+
+
+def _de_street(text: str, match: re.Match[str]) -> bool:
+    """Tell "Am Sonnenhang 7" (a street) from "Im Garten 5 Tomaten" (a count).
+
+    The noun is a compound naming a place ("Sonnen-hang", "Mühl-feld"), or
+    the preposition has a capital inside the sentence, which German gives a
+    street's name only ("Paket an Am Sonnenhang 7").
+    """
+    noun = match.group("noun")
+    place = _DE_PLACE.fullmatch(noun)
+    if place is not None and len(place.group("stem")) >= MIN_NAME_CHARS:
+        return True
+    before = text[: match.start()]
+    return (
+        match.group("prep")[0].isupper()
+        and noun[0].isupper()
+        and re.search(r"[^\W\d_][\w'’-]*[\s,]+$", before) is not None
+    )
 
 
 def sanitize(query: str, context: PiiContext) -> Sanitized:
@@ -1385,8 +2195,16 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         redactor.add(start, end, SECRET)
     redactor.add_all(_EMAIL, EMAIL)
     redactor.add_all(_LOCAL_HOST, HOSTNAME)
-    redactor.add_all(_MAC, MAC)
-    redactor.add_all(_IPV4, IP, lambda m: _valid_ip(m.group(0)))
+    redactor.add_all(_MAC, MAC, lambda m: _device_mac(m.group(0)))
+    redactor.add_all(_BARE_MAC, MAC, lambda m: _bare_mac(text, m))
+    redactor.add_all(
+        _IPV4,
+        IP,
+        lambda m: (
+            _valid_ip(m.group(0))
+            and not _VERSION_LABEL.search(text[max(0, m.start() - 12) : m.start()])
+        ),
+    )
     redactor.add_all(
         _IPV6,
         IP,
@@ -1396,6 +2214,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         ENTITY_ID_PATTERN, ENTITY_ID, lambda m: not _SERVICE.fullmatch(m.group(0))
     )
     redactor.add_all(_COORD_DMS, COORDINATES)
+    redactor.add_all(_COORD_HEMISPHERE_FIRST, COORDINATES)
     redactor.add_all(_COORD_PAIR, COORDINATES)
     if context.home is not None:
         redactor.add_all(_DECIMAL, COORDINATES, _home_decimals(context.home))
@@ -1403,6 +2222,10 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         redactor.add_all(pattern, ADDRESS)
     for index, pattern in enumerate(_LOWER_ADDRESSES):
         redactor.add_all(pattern, ADDRESS, _lower_address(redactor, index))
+    redactor.add_all(_DE_STREET, ADDRESS, lambda m: _de_street(text, m))
+    redactor.add_all(_ORDINAL_STREET, ADDRESS)
+    for start, end in _flats(text, redactor.spans):
+        redactor.add(start, end, ADDRESS)
     for value in context.values:
         if len(value.strip()) >= MIN_NAME_CHARS:
             redactor.add_all(re.compile(re.escape(value.strip()), re.IGNORECASE), NAME)
@@ -1417,6 +2240,7 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
         lambda m: (
             sum(c.isdigit() for c in m.group(0)) >= 7  # noqa: PLR2004
             and not redactor.taken(m.start(), m.end())
+            and not _other_number(text, m.start(), m.end())
         ),
     )
     redactor.add_all(
@@ -1427,7 +2251,6 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
             not redactor.taken(m.start(), m.end(), but=PHONE) and _local_phone(m, text)
         ),
     )
-    if (names := _name_pattern(context.names)) is not None:
-        # Inside an address or email already removed, a name adds nothing.
-        redactor.add_all(names, NAME, lambda m: not redactor.taken(m.start(), m.end()))
+    if (names := _name_matcher(tuple(context.names), context.country)) is not None:
+        _add_names(redactor, names)
     return redactor.result()
