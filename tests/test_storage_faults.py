@@ -517,3 +517,31 @@ async def test_a_skipped_checkpoint_file_leaves_no_call_unawaited(
         if "was never awaited" in str(warning.message)
     ]
     assert never_awaited == []
+
+
+async def test_a_saved_conversation_that_cannot_be_read_starts_afresh(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A checkpoint this version cannot decode: answered, then saved anew.
+
+    As after a LangGraph format change or a damaged row: the conversation
+    goes on from the next message instead of failing every turn until /new.
+    """
+    entry = await _start(hass, fake_ollama, telegram)
+    conn = entry.runtime_data.storage.checkpoints.saver.inner.conn  # type: ignore[union-attr]
+    await conn.execute("UPDATE checkpoints SET checkpoint = ?", (b"\xc1\x00garbage",))
+    await conn.commit()
+    fake_ollama.reply("Answered anyway.")
+    assert await _ask(telegram, "Are you there?") == "Answered anyway."
+    assert "cannot be read" in caplog.text
+    # The turn was saved in place of the unreadable one: the next one has it.
+    fake_ollama.reply("Still here.")
+    assert await _ask(telegram, "And now?") == "Still here."
+    prompt = _prompt_text(fake_ollama)
+    assert "Are you there?" in prompt
+    assert "Answered anyway." in prompt
+    # No repair: the file itself is fine.
+    assert _issue(hass, "storage_unavailable_checkpoints") is None

@@ -115,6 +115,18 @@ class ResilientSaver(BaseCheckpointSaver[str]):
             if thread is not None:
                 self._unsaved.add(thread)
             return None
+        except (ValueError, TypeError, KeyError, AttributeError, ImportError) as err:
+            # The file answered, but the saved state does not decode (a
+            # damaged row, or a format an older LangGraph cannot read). It
+            # will never load: the conversation starts afresh and this turn
+            # is saved in its place, instead of every turn failing until /new.
+            LOGGER.warning(
+                "The saved conversation %s cannot be read (%s: %s); it starts afresh",
+                thread,
+                type(err).__name__,
+                err,
+            )
+            return None
 
     @override
     async def aput(
