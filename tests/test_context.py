@@ -135,7 +135,7 @@ async def test_twelve_long_turns_with_300_entities_always_fit_num_ctx(
     def answer(request: dict[str, Any]) -> str:
         if _is_summary(request):
             return "SUMMARY: the user talked about heating and irrigation."
-        return "Sure. " + LONG_WORDS * 12
+        return "Sure. " + "".join(f"Point {n}: {LONG_WORDS}" for n in range(12))
 
     fake_ollama.default = answer
     big_house.runtime_data.assistant.scheduler.quiet_seconds = 0.05
@@ -385,7 +385,10 @@ async def test_a_model_counting_more_tokens_is_learned_and_then_fits(
         return int(_real_tokens(request) * 1.9)
 
     fake_ollama.prompt_tokens = heavy_tokenizer
-    fake_ollama.default = lambda _request: "Sure. " + LONG_WORDS * 12
+    # Long answers, but no loop (the assistant would cut a repeated one).
+    fake_ollama.default = lambda _request: (
+        "Sure. " + "".join(f"Point {n}: {LONG_WORDS}" for n in range(12))
+    )
     budget = Budget(num_ctx=NUM_CTX, fixed=0)
     for turn in range(8):
         await _ask(telegram, f"Turn {turn}: is the kitchen light on? " + LONG_WORDS * 8)
@@ -425,7 +428,9 @@ async def test_untrusted_documents_are_cut_first_in_a_small_window(
             for i in range(5)
         ]
     )
-    fake_ollama.default = lambda _request: "Sure. " + LONG_WORDS * 6
+    fake_ollama.default = lambda _request: (
+        "Sure. " + "".join(f"Point {n}: {LONG_WORDS}" for n in range(6))
+    )
     question = ("Why is the heat pump loud? " + LONG_WORDS * 4).strip()
     for _ in range(4):
         await _ask(telegram, question)

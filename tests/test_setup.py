@@ -209,7 +209,10 @@ async def test_two_hundred_turns_keep_checkpoints_small(
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama)
     assistant = entry.runtime_data.assistant
-    fake_ollama.default = lambda _request: "A reasonably long answer " * 20
+    # Long, but not a loop (the assistant would cut one).
+    fake_ollama.default = lambda _request: " ".join(
+        f"Part {n} of a reasonably long answer." for n in range(20)
+    )
     speaker_module = __import__(
         "custom_components.ha_personal_assistant.assistant", fromlist=["Speaker"]
     )

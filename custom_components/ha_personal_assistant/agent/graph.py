@@ -126,6 +126,10 @@ def new_turn_id() -> str:
     return f"{TURN_PREFIX}{uuid.uuid4().hex}"
 
 
+# Seconds an answer cut as a loop waits for its stream to close cleanly.
+STOP_WAIT: Final = 2.0
+
+
 def _feedback(text: str) -> HumanMessage:
     return HumanMessage(content=text, id=f"{FEEDBACK_PREFIX}{uuid.uuid4().hex}")
 
@@ -164,18 +168,11 @@ async def _stream(
     the server stops writing, and the answer ends where the loop began.
     """
     chunks: asyncio.Queue[AIMessageChunk | BaseException | None] = asyncio.Queue()
-
-    async def _read() -> None:
-        try:
-            async for chunk in model.astream(messages):
-                if isinstance(chunk, AIMessageChunk):
-                    chunks.put_nowait(chunk)
-        except Exception as err:  # noqa: BLE001 - handed to the reader below
-            chunks.put_nowait(err)
-        else:
-            chunks.put_nowait(None)
-
-    reader = asyncio.create_task(_read(), name="ha_personal_assistant model stream")
+    enough = asyncio.Event()
+    reader = asyncio.create_task(
+        _read_stream(model, messages, chunks, enough),
+        name="ha_personal_assistant model stream",
+    )
     loop = asyncio.get_running_loop()
     started = loop.time()
     merged: AIMessageChunk | None = None
@@ -201,18 +198,14 @@ async def _stream(
             if not item.content:
                 continue
             text = message_text_raw(merged)
-            if (
-                not merged.tool_call_chunks
-                and not _OPEN_THINK_RE.search(_THINK_RE.sub("", text))
-                and (cut := loop_cut(text)) is not None
-            ):
-                LOGGER.debug(
-                    "The model repeats itself; its answer ends after %d of %d "
-                    "characters",
-                    cut,
-                    len(text),
-                )
-                merged = merged.model_copy(update={"content": text[:cut].rstrip()})
+            if (cut := _loop_cut(merged, text)) is not None:
+                merged = cut
+                # The reader leaves at its next chunk, which comes soon from
+                # a model that is still writing.
+                enough.set()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(STOP_WAIT):
+                        await asyncio.shield(reader)
                 break
             if on_text is not None:
                 on_text(text)
@@ -227,6 +220,51 @@ async def _stream(
     message = message_chunk_to_message(merged)
     assert isinstance(message, AIMessage)  # noqa: S101 - an AI chunk merges to one
     return message
+
+
+async def _read_stream(
+    model: Runnable[list[AnyMessage], AIMessage],
+    messages: list[AnyMessage],
+    chunks: asyncio.Queue[AIMessageChunk | BaseException | None],
+    enough: asyncio.Event,
+) -> None:
+    """Put the model's chunks on ``chunks``, then None or the error.
+
+    Closed, not cancelled, when the answer is cut (``enough``): the HTTP
+    response is then released to the client's pool. A cancelled read can
+    leave its connection checked out, and enough of those stall every later
+    request.
+    """
+    try:
+        stream = model.astream(messages)
+        try:
+            async for chunk in stream:
+                if enough.is_set():
+                    break
+                if isinstance(chunk, AIMessageChunk):
+                    chunks.put_nowait(chunk)
+        finally:
+            # An async generator (LangChain's astream), typed as an iterator.
+            if (aclose := getattr(stream, "aclose", None)) is not None:
+                await aclose()
+    except Exception as err:  # noqa: BLE001 - handed to the reader
+        chunks.put_nowait(err)
+    else:
+        chunks.put_nowait(None)
+
+
+def _loop_cut(merged: AIMessageChunk, text: str) -> AIMessageChunk | None:
+    """Return the answer cut where it began to loop, or None if it does not."""
+    if merged.tool_call_chunks or _OPEN_THINK_RE.search(_THINK_RE.sub("", text)):
+        return None
+    if (cut := loop_cut(text)) is None:
+        return None
+    LOGGER.debug(
+        "The model repeats itself; its answer ends after %d of %d characters",
+        cut,
+        len(text),
+    )
+    return merged.model_copy(update={"content": text[:cut].rstrip()})
 
 
 def message_text_raw(message: AnyMessage) -> str:
