@@ -557,12 +557,16 @@ class TaskManager:
 
     @callback
     def _watch(self, entity_id: str, condition: Condition, task_id: int) -> None:
-        groups = self._watchers.setdefault(entity_id, {})
-        if not groups:
+        # No group is made only to be thrown away (every watch, at every start).
+        if (groups := self._watchers.get(entity_id)) is None:
+            groups = self._watchers[entity_id] = {}
             self._entity_unsubs[entity_id] = async_track_state_change_event(
                 self.hass, entity_id, self._async_entity_changed
             )
-        groups.setdefault(_key(condition), (condition, set()))[1].add(task_id)
+        key = _key(condition)
+        if (group := groups.get(key)) is None:
+            group = groups[key] = (condition, set())
+        group[1].add(task_id)
 
     @callback
     def _unwatch(
