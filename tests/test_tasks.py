@@ -10,6 +10,7 @@ US/Pacific (the test default); the tests start on Friday 28 March 2025 at
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,8 +24,8 @@ from homeassistant.components.homeassistant.exposed_entities import (
     async_should_expose,
 )
 from homeassistant.config_entries import ConfigEntryState
-from homeassistant.const import EVENT_CALL_SERVICE
-from homeassistant.core import Context, callback
+from homeassistant.const import EVENT_CALL_SERVICE, EVENT_HOMEASSISTANT_STARTED
+from homeassistant.core import Context, CoreState, callback
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import frame
@@ -41,11 +42,17 @@ from custom_components.ha_personal_assistant.const import (
     DOMAIN,
 )
 from custom_components.ha_personal_assistant.security.people import acting_user_id
+from custom_components.ha_personal_assistant.tasks import store
 from custom_components.ha_personal_assistant.tasks.manager import (
     DATA_TASKS,
     EVENT_TASK_FIRED,
     MAX_OPEN_TASKS,
     TaskManager,
+)
+from custom_components.ha_personal_assistant.tasks.store import (
+    NewTask,
+    TaskKind,
+    TaskStatus,
 )
 from custom_components.ha_personal_assistant.tools import web
 
@@ -54,11 +61,15 @@ from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID, MALLORY_ID, TelegramHa
 from .test_taint import Results
 
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import AsyncIterator
 
     from freezegun.api import FrozenDateTimeFactory
     from homeassistant.core import Event, HomeAssistant
     from pytest_homeassistant_custom_component.common import MockUser
+    from pytest_homeassistant_custom_component.typing import (  # type: ignore[import-untyped]
+        WebSocketGenerator,
+    )
 
     from .fake_ollama import FakeOllama
 
@@ -850,18 +861,23 @@ async def _restarted(
     entry: MockConfigEntry,
     freezer: FrozenDateTimeFactory,
     moment: datetime,
+    state: CoreState = CoreState.running,
 ) -> AsyncIterator[tuple[HomeAssistant, MockConfigEntry]]:
     """Stop Home Assistant, move the clock while it is down, start a new one.
 
     The new instance has the same config folder (the same assistant.db), the
     same telegram_bot entry and the same assistant entry, like a real restart.
+    Still ``CoreState.starting``, the tasks are not loaded yet: the caller
+    fires the start.
     """
     config_dir = hass.config.config_dir
     bot_entry_id = telegram.entry_id
     await _quiet(hass)
     await hass.async_stop()
     freezer.move_to(moment)
-    async with async_test_home_assistant(config_dir=config_dir) as new:
+    async with async_test_home_assistant(
+        config_dir=config_dir, initial_state=state
+    ) as new:
         new.data.pop(loader.DATA_CUSTOM_COMPONENTS)
         frame.async_setup(new)
         await async_setup_house(new)
@@ -878,7 +894,8 @@ async def _restarted(
         restarted.add_to_hass(new)
         assert await new.config_entries.async_setup(restarted.entry_id)
         await new.async_block_till_done()
-        await _manager(restarted).ready.wait()
+        if state is CoreState.running:
+            await _manager(restarted).ready.wait()
         try:
             yield new, restarted
         finally:
@@ -1138,6 +1155,140 @@ async def test_the_todo_list_shows_the_tasks_and_removing_cancels(
     await hass.async_block_till_done()
     assert [t.id for t in _manager(entry).open_tasks()] == [2]
     assert hass.states.get(todo).state == "1"
+
+
+async def _todo_uids(hass: HomeAssistant, todo: str) -> list[str]:
+    response = await hass.services.async_call(
+        "todo", "get_items", {"entity_id": todo}, blocking=True, return_response=True
+    )
+    return [item["uid"] for item in response[todo]["items"]]
+
+
+async def test_the_todo_list_follows_every_change_read_or_followed(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    hass_ws_client: WebSocketGenerator,
+) -> None:
+    """The items are described when read; a follower is sent every change.
+
+    Followed by no one, the list is described only when read, so a read
+    after a change must not show the items from before it. A new follower
+    is sent the change after it subscribed, even when the items then equal
+    the ones sent to an earlier follower.
+    """
+    entry = await _setup(hass, fake_ollama)
+    # Before the first Telegram update: HA's web app takes no routes after it.
+    client = await hass_ws_client(hass)
+    manager = _manager(entry)
+    todo = "todo.personal_assistant_tasks"
+    alice = f"telegram:{ALICE_ID}"
+    bins = ("schedule", {"message": "Bins", "at": "19:00"})
+    await _ask(telegram, fake_ollama, "Two things", [bins, bins])
+    assert await _todo_uids(hass, todo) == ["1", "2"]
+    await manager.async_cancel(2, person=alice, ha_user_id=None)
+    # Read again after the change: the new items, not the ones read before.
+    assert await _todo_uids(hass, todo) == ["1"]
+    assert hass.states.get(todo).state == "1"
+
+    async def follow() -> tuple[int, list[str]]:
+        await client.send_json_auto_id(
+            {"type": "todo/item/subscribe", "entity_id": todo}
+        )
+        result = await client.receive_json()
+        assert result["success"]
+        return result["id"], await pushed()
+
+    async def pushed() -> list[str]:
+        message = await asyncio.wait_for(client.receive_json(), timeout=5)
+        assert message["type"] == "event"
+        return [item["uid"] for item in message["event"]["items"]]
+
+    first, items = await follow()
+    assert items == ["1"]
+    await _ask(telegram, fake_ollama, "And the bins", [bins])
+    assert await pushed() == ["1", "3"]
+    await manager.async_cancel(3, person=alice, ha_user_id=None)
+    assert await pushed() == ["1"]
+    await client.send_json_auto_id(
+        {"type": "unsubscribe_events", "subscription": first}
+    )
+    assert (await client.receive_json())["success"]
+    # Followed by no one: changed, then read.
+    await _ask(telegram, fake_ollama, "And the bins", [bins])
+    assert await _todo_uids(hass, todo) == ["1", "4"]
+    assert hass.states.get(todo).state == "2"
+    _second, items = await follow()
+    assert items == ["1", "4"]
+    # Back to the items the first follower was last sent: still sent.
+    await manager.async_cancel(4, person=alice, ha_user_id=None)
+    assert await pushed() == ["1"]
+    assert hass.states.get(todo).state == "1"
+
+
+async def test_the_todo_list_is_complete_right_after_a_restart(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Read while HA starts (no tasks loaded yet), then at once after: all of them."""
+    entry = await _setup(hass, fake_ollama)
+    now = time.time()
+
+    def insert(conn: sqlite3.Connection) -> None:
+        for n in range(60):
+            store.insert(
+                conn,
+                NewTask(
+                    kind=TaskKind.SCHEDULE,
+                    owner=f"telegram:{ALICE_ID + n % 3}",
+                    owner_name=f"Person {n % 3}",
+                    ha_user_id=None,
+                    conversation_key=None,
+                    bot_entry_id=None,
+                    chat_id=None,
+                    message=f"Task {n}",
+                    action=None,
+                    # Due in the reverse order of making.
+                    fire_at=now + 86400 + 3600 * (60 - n),
+                ),
+                status=TaskStatus.PENDING,
+                now=now,
+                cap=10**6,
+            )
+
+    await entry.runtime_data.storage.database.async_run(insert)
+    todo = "todo.personal_assistant_tasks"
+    async with _restarted(
+        hass, telegram, entry, freezer, at(28, 12), state=CoreState.starting
+    ) as (new, restarted):
+        # The list exists before the tasks load (at start), and is read.
+        assert new.states.get(todo).state == "0"
+        assert await _todo_uids(new, todo) == []
+        new.set_state(CoreState.running)
+        new.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
+        await _manager(restarted).ready.wait()
+        await new.async_block_till_done()
+        assert new.states.get(todo).state == "60"
+        response = await new.services.async_call(
+            "todo",
+            "get_items",
+            {"entity_id": todo},
+            blocking=True,
+            return_response=True,
+        )
+        items = response[todo]["items"]
+        # Every one, soonest first.
+        assert [item["uid"] for item in items] == [str(60 - n) for n in range(60)]
+        assert items[0]["summary"] == "⏰ Task 59"
+        assert items[0]["description"] == "Made by Person 2"
+        assert (
+            items[0]["due"]
+            == (
+                dt_util.as_local(dt_util.utc_from_timestamp(now + 86400 + 3600))
+            ).isoformat()
+        )
 
 
 async def test_tasks_made_through_assist_tell_with_a_notification(

@@ -557,12 +557,16 @@ class TaskManager:
 
     @callback
     def _watch(self, entity_id: str, condition: Condition, task_id: int) -> None:
-        groups = self._watchers.setdefault(entity_id, {})
-        if not groups:
+        # No group is made only to be thrown away (every watch, at every start).
+        if (groups := self._watchers.get(entity_id)) is None:
+            groups = self._watchers[entity_id] = {}
             self._entity_unsubs[entity_id] = async_track_state_change_event(
                 self.hass, entity_id, self._async_entity_changed
             )
-        groups.setdefault(_key(condition), (condition, set()))[1].add(task_id)
+        key = _key(condition)
+        if (group := groups.get(key)) is None:
+            group = groups[key] = (condition, set())
+        group[1].add(task_id)
 
     @callback
     def _unwatch(
@@ -607,10 +611,9 @@ class TaskManager:
         self._watch(entity_id, armed.condition, task.id)
         if task.until is not None:
             self._at(armed, task.id, Due.LIMIT, task.until)
-        state = self.hass.states.get(entity_id)
         if (
             task.for_minutes
-            and state is not None
+            and (state := self.hass.states.get(entity_id)) is not None
             and armed.condition.matches(state.state)
         ):
             self._hold(task, armed, state.last_changed)
@@ -723,8 +726,11 @@ class TaskManager:
         self._quiet = True
         try:
             later = []
+            # Whether a watched entity is gone or hidden: asked once for all
+            # its watches (nothing can change it during this loop).
+            unwatchable: dict[str, bool] = {}
             for task in tasks:
-                if self._as_stored(task, now):
+                if self._as_stored(task, now, unwatchable):
                     # Nothing happened to it while Home Assistant was down.
                     self._keep(task)
                 else:
@@ -740,17 +746,23 @@ class TaskManager:
             self._quiet = False
         self._notify()
 
-    def _as_stored(self, task: Task, now: float) -> bool:
-        """Tell whether a stored task is simply armed again (the usual case)."""
+    def _as_stored(self, task: Task, now: float, unwatchable: dict[str, bool]) -> bool:
+        """Tell whether a stored task is simply armed again (the usual case).
+
+        ``unwatchable`` keeps, by entity, what ``_unwatchable`` said of it.
+        """
         if task.status == TaskStatus.SUSPENDED:
             return task.created_at + self.confirmation_timeout > now
         if task.status != TaskStatus.PENDING:
             return False
         if task.fire_at is not None:
             return task.fire_at > now
-        return (task.until is None or task.until > now) and not self._unwatchable(
-            task.entity_id or "", thorough=False
-        )
+        if task.until is not None and task.until <= now:
+            return False
+        entity_id = task.entity_id or ""
+        if (gone := unwatchable.get(entity_id)) is None:
+            gone = unwatchable[entity_id] = self._unwatchable(entity_id, thorough=False)
+        return not gone
 
     async def _async_recover(self, task: Task, now: float) -> None:
         if task.status == TaskStatus.RUNNING:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from enum import StrEnum
+from functools import lru_cache
 from typing import Final
 
 # The furthest ahead a task may be set.
@@ -340,8 +341,13 @@ class Condition:
         return self.value
 
 
+@lru_cache(maxsize=512)
 def parse_condition(value: str, domain: str) -> Condition:
-    """Read the ``state`` of a watch: a state, ``not X``, or above/below a number."""
+    """Read the ``state`` of a watch: a state, ``not X``, or above/below a number.
+
+    Cached (a condition is immutable): the open watches are armed again at
+    every start, many of them waiting for the same state ("on", "open").
+    """
     text = " ".join(str(value).strip().casefold().split())
     if not text:
         msg = "state is empty: give the state to wait for, e.g. 'off' or '>25'"
