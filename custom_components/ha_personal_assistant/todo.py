@@ -113,7 +113,11 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
     @callback
     @override
     def _async_write_ha_state(self) -> None:
-        if self._update_listeners:
+        # TodoListEntity's own attributes: if a release renames them, the
+        # items are simply sent at every change again, as HA does.
+        if getattr(self, "_update_listeners", True) or not hasattr(
+            self, "_last_broadcast_items"
+        ):
             # Followed (the to-do card, a to-do trigger): sent the new items.
             super()._async_write_ha_state()
             return
