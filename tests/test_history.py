@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 import sqlite3
 import time
 from contextlib import closing
@@ -76,6 +77,16 @@ def _chats(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
     return [r for r in fake_ollama.chat_requests if not _is_background(r)]
 
 
+def _asked(content: str) -> str:
+    """Return the question's number (or second word) from a turn's message.
+
+    Also when the message opens with the earlier turns ("[Earlier in this
+    conversation]" after a trim): the question comes last.
+    """
+    numbers = re.findall(r"question (\d+)", content)
+    return numbers[-1] if numbers else content.split()[1]
+
+
 def _script(fake_ollama: FakeOllama, log: list[tuple[str, float]]) -> None:
     """Answer turns with an echo and summaries with a recognizable text."""
 
@@ -87,7 +98,7 @@ def _script(fake_ollama: FakeOllama, log: list[tuple[str, float]]) -> None:
         if _is_background(request):
             return "NONE"
         log.append(("turn call", time.monotonic()))
-        return f"Echo: {last_user_content(request).split()[1]}"
+        return f"Echo: {_asked(last_user_content(request))}"
 
     fake_ollama.default = answer
 
@@ -204,7 +215,7 @@ async def test_a_turn_never_waits_for_a_background_call(
             return text_reply("SUMMARY", delay=30.0 if summaries == 1 else 0.0)
         log.append(("turn call", time.monotonic()))
         return text_reply(
-            f"Echo: {last_user_content(request).split()[1]}", chunk_delay=0.05
+            f"Echo: {_asked(last_user_content(request))}", chunk_delay=0.05
         )
 
     fake_ollama.default = answer
@@ -562,7 +573,7 @@ async def test_a_summary_the_server_fails_leaves_the_users_own_words(
             return error_reply(500, "model runner has unexpectedly stopped")
         if _is_background(request):
             return "NONE"
-        return f"Echo: {last_user_content(request).split()[1]}"
+        return f"Echo: {_asked(last_user_content(request))}"
 
     fake_ollama.default = answer
     turns = 0
