@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from custom_components.ha_personal_assistant.memory.text import grounded
 from custom_components.ha_personal_assistant.store.database import (
     SCHEMA_VERSION,
     Database,
+    StorageUnavailableError,
 )
 from custom_components.ha_personal_assistant.telegram import split_message
 
@@ -238,6 +241,93 @@ async def test_opening_a_damaged_file_leaves_no_connection_open(
         assert db.recreated_from is not None
         # Nothing holds the damaged file (moved aside) open.
         assert str(db.recreated_from) not in _open_files()
+    finally:
+        await db.async_close()
+        executor.shutdown()
+
+
+class HeldCall:
+    """A database call that holds the connection inside a statement until told.
+
+    ``SELECT held()`` runs a Python function that waits for ``release``; an
+    interrupt sent meanwhile takes effect when it returns, as for a slow query.
+    """
+
+    def __init__(self) -> None:
+        """Nothing entered, nothing released."""
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, conn: sqlite3.Connection) -> int:
+        """Write a row, then hold the connection in a statement."""
+        conn.execute("CREATE TABLE IF NOT EXISTS held_rows (x)")
+        conn.execute("INSERT INTO held_rows VALUES (1)")
+
+        def held() -> int:
+            self.entered.set()
+            self.release.wait(10)
+            return 7
+
+        conn.create_function("held", 0, held)
+        return int(conn.execute("SELECT held()").fetchone()[0])
+
+    async def async_wait_entered(self) -> None:
+        """Wait until the statement runs."""
+        assert await asyncio.to_thread(self.entered.wait, 5)
+
+
+def _held_rows(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM held_rows").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_a_call_given_up_in_the_queue_does_not_abort_the_running_one(
+    tmp_path: Path,
+) -> None:
+    """The loop gives up on a queued call; the call holding the file finishes.
+
+    One worker: the second call waits in the pool behind the first, so only
+    the loop's own deadline ends it. Its interrupt must not hit the first
+    call, which shares the connection (it used to end in "interrupted").
+    """
+    executor = BlockingExecutor(workers=1)
+    db = Database(tmp_path / "assistant.db", executor)
+    await db.async_open()
+    try:
+        first = HeldCall()
+        running = asyncio.ensure_future(db.async_run(first, timeout=30))
+        await first.async_wait_entered()
+        with pytest.raises(StorageUnavailableError, match=r"no answer within 0\.2 s"):
+            await db.async_run(lambda conn: conn.execute("SELECT 1"), timeout=0.2)
+        first.release.set()
+        assert await running == 7
+        assert _held_rows(db.path) == 1
+    finally:
+        await db.async_close()
+        executor.shutdown()
+
+
+async def test_a_call_past_its_deadline_is_aborted_and_commits_nothing(
+    tmp_path: Path,
+) -> None:
+    """A call the loop gave up on is interrupted: its write never lands."""
+    executor = BlockingExecutor()
+    db = Database(tmp_path / "assistant.db", executor)
+    await db.async_open()
+    try:
+        stuck = HeldCall()
+        with pytest.raises(StorageUnavailableError, match=r"no answer within 0\.2 s"):
+            await db.async_run(stuck, timeout=0.2)
+        assert stuck.entered.is_set()
+        stuck.release.set()
+        # The worker ends with "interrupted" and rolls back; the next call
+        # (after the skip) finds no row.
+        db.gate.skip_until = 0.0
+        assert await db.async_run(lambda _conn: 1, timeout=5) == 1
+        assert _held_rows(db.path) == 0
     finally:
         await db.async_close()
         executor.shutdown()

@@ -360,6 +360,10 @@ class Database:
         # One connection is shared by the pool's threads; SQLite serializes
         # writers anyway, and the lock keeps cursors from interleaving.
         self._lock = threading.Lock()
+        # The call whose statements run on the connection now; an interrupt
+        # (after the loop gave up on a call) must only ever hit that call.
+        self._running: object | None = None
+        self._running_lock = threading.Lock()
         self.recreated_from: Path | None = None
         self.gate = FaultGate("assistant database")
 
@@ -460,13 +464,16 @@ class Database:
         self.gate.check()
         limit = DB_TIMEOUT if timeout is None else timeout
         deadline = time.monotonic() + limit
+        call = object()
         try:
             # The worker gives up by itself at the deadline (busy timeout);
             # the loop waits a little longer so that answer is the one seen.
             async with asyncio.timeout(limit + 1):
-                result, wrote = await self._executor.run(self._run, func, deadline)
+                result, wrote = await self._executor.run(
+                    self._run, func, deadline, call
+                )
         except TimeoutError as err:
-            self._interrupt()
+            self._interrupt(call)
             self.gate.failed(f"no answer within {limit:g} s")
             raise StorageUnavailableError(str(self.gate.last_error)) from err
         except sqlite3.Error as err:
@@ -477,13 +484,18 @@ class Database:
         self.gate.succeeded(wrote=wrote)
         return result
 
-    def _interrupt(self) -> None:
-        """Abort the statement a worker still runs, so it cannot commit late."""
-        if (conn := self._conn) is not None:
-            conn.interrupt()
+    def _interrupt(self, call: object) -> None:
+        """Abort ``call`` if it still runs, so it cannot commit late.
+
+        The connection is shared: a call that timed out while it waited for
+        the connection must not abort the call that holds it.
+        """
+        with self._running_lock:
+            if self._running is call and (conn := self._conn) is not None:
+                conn.interrupt()
 
     def _run[T](
-        self, func: Callable[[sqlite3.Connection], T], deadline: float
+        self, func: Callable[[sqlite3.Connection], T], deadline: float, call: object
     ) -> tuple[T, bool]:
         """Run ``func`` in a transaction; return its result and whether it wrote."""
         # A job that waited in the pool past its deadline must not run: the
@@ -491,6 +503,8 @@ class Database:
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             msg = "database is busy: another call holds the connection"
             raise sqlite3.OperationalError(msg)
+        with self._running_lock:
+            self._running = call
         try:
             if self._conn is None:
                 msg = "The assistant database is closed"
@@ -505,6 +519,8 @@ class Database:
                 result = func(self._conn)
             return result, self._conn.total_changes != changes
         finally:
+            with self._running_lock:
+                self._running = None
             self._lock.release()
 
     async def async_current_session(
