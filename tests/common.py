@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from unittest.mock import patch
 
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
+from homeassistant.helpers import event
 from homeassistant.setup import async_setup_component
+from homeassistant.util import dt as dt_util
+from homeassistant.util.async_ import get_scheduled_timer_handles
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
 )
@@ -133,3 +140,43 @@ def errors_logged(caplog: pytest.LogCaptureFixture) -> list[str]:
         for record in caplog.records
         if record.name.startswith(LOGGER_NAME) and record.levelno >= logging.ERROR
     ]
+
+
+def _is_deadline(handle: asyncio.TimerHandle) -> bool:
+    """Tell an ``asyncio.timeout`` deadline from a timer HA schedules."""
+    owner = getattr(handle._callback, "__self__", None)
+    return isinstance(owner, asyncio.Timeout)
+
+
+def fire_time_changed(hass: HomeAssistant, when: datetime) -> None:
+    """Move HA's clock to ``when``: run HA's timers due by then, not I/O deadlines.
+
+    ``async_fire_time_changed`` runs every loop timer due by ``when``, also
+    the ``asyncio.timeout`` of a database call or model request that happens
+    to be in flight: that call then "times out" at once and the database is
+    skipped for a while, which no real clock can cause. This runs the same
+    timers (debounces, intervals, ``async_call_later``) and leaves the
+    deadlines to real time.
+    """
+    utc = dt_util.as_utc(when) + timedelta(microseconds=event.RANDOM_MICROSECOND_MAX)
+    timestamp = utc.timestamp()
+    resolution = time.get_clock_info("monotonic").resolution
+    for handle in list(get_scheduled_timer_handles(hass.loop)):
+        if not isinstance(handle, asyncio.TimerHandle) or handle.cancelled():
+            continue
+        if _is_deadline(handle):
+            continue
+        ahead = timestamp - time.time()
+        if ahead >= handle.when() - (hass.loop.time() + resolution):
+            with (
+                patch(
+                    "homeassistant.helpers.event.time_tracker_utcnow",
+                    return_value=utc,
+                ),
+                patch(
+                    "homeassistant.helpers.event.time_tracker_timestamp",
+                    return_value=timestamp,
+                ),
+            ):
+                handle._run()
+                handle.cancel()

@@ -160,6 +160,10 @@ async def test_diagnostics_while_the_database_is_locked(
     await async_setup_house(hass)
     assert await async_setup_component(hass, "diagnostics", {})
     entry = await async_setup_assistant(hass, fake_ollama)
+    # The startup reads (pending tasks, interrupted replies, the sensors) run
+    # in the background; one that finished after the lock would show the file
+    # working again (a clean-clone CI run got the counts that way).
+    await hass.async_block_till_done(wait_background_tasks=True)
     entry.runtime_data.assistant.database.gate.failed("database is locked")
     diagnostics = await get_diagnostics_for_config_entry(hass, hass_client, entry)
     assert diagnostics["counts"] == "unavailable: StorageUnavailableError"

@@ -30,7 +30,6 @@ from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
-    async_fire_time_changed,
 )
 from pytest_homeassistant_custom_component.components.diagnostics import (  # type: ignore[import-untyped]
     get_diagnostics_for_config_entry,
@@ -48,7 +47,13 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.documents import DocumentIndex
 from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
-from .common import MODEL, async_setup_house, last_user_content, tool_results
+from .common import (
+    MODEL,
+    async_setup_house,
+    fire_time_changed,
+    last_user_content,
+    tool_results,
+)
 from .telegram_harness import ALICE_ID, BOB_ID
 
 if TYPE_CHECKING:
@@ -728,7 +733,7 @@ async def test_ha_knowledge_is_refreshed_daily(
     every = rows(entry, "SELECT text FROM rag_chunks")
     assert not any("light.ceiling_lights" in t for (t,) in every)
     async_expose_entity(hass, "conversation", "light.ceiling_lights", True)
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(days=1, minutes=1))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(days=1, minutes=1))
     await hass.async_block_till_done()
     await index_of(entry).async_wait_idle()
     hits = await index_of(entry).async_query("ceiling lights")
@@ -903,7 +908,7 @@ async def test_a_hidden_entity_leaves_ha_knowledge_at_once(
     assert heater in every
 
     # After the debounce the index itself is rebuilt without it.
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
     await hass.async_block_till_done()
     await index.async_wait_idle()
     every = " ".join(t for (t,) in rows(entry, "SELECT text FROM rag_chunks"))
@@ -913,7 +918,7 @@ async def test_a_hidden_entity_leaves_ha_knowledge_at_once(
     assert "light.kitchen_lights" in every
     # Exposed again: back after the next debounce, without waiting a day.
     async_expose_entity(hass, "conversation", heater, True)
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=62))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=62))
     await hass.async_block_till_done()
     await index.async_wait_idle()
     hits = await index.async_query("fish tank warmer")
@@ -943,7 +948,7 @@ async def test_stale_ha_passages_are_cut_to_what_is_still_true(
     (same,) = [h for h in hits if h.title == old_hit.title]
     assert same.content == "\n\n".join(others)
     # The rename was noticed: after the debounce the new name is indexed.
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
     await hass.async_block_till_done()
     await index.async_wait_idle()
     hits = await index.async_query("Galley light")

@@ -15,12 +15,11 @@ from homeassistant.helpers import issue_registry as ir
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
-    async_fire_time_changed,
 )
 
 from custom_components.ha_personal_assistant.const import DOMAIN
 
-from .common import MODEL, async_setup_assistant, async_setup_house
+from .common import MODEL, async_setup_assistant, async_setup_house, fire_time_changed
 from .fake_ollama import FakeOllama
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ async def _tick(
     background tasks of the entry.
     """
     freezer.tick(timedelta(minutes=minutes))
-    async_fire_time_changed(hass, dt_util.utcnow())
+    fire_time_changed(hass, dt_util.utcnow())
     await hass.async_block_till_done(wait_background_tasks=True)
 
 

@@ -11,19 +11,24 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import ollama
 import pytest
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
+from homeassistant.helpers.event import async_call_later
+from homeassistant.util import dt as dt_util
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     async_capture_events,
+    async_fire_time_changed,
 )
 
+from .common import fire_time_changed
 from .fake_ollama import FakeOllama, split_text
 from .telegram_harness import (
     ALICE_ID,
@@ -792,3 +797,35 @@ async def test_telegram_and_ollama_in_one_test(
         {"role": "user", "content": "How warm is it?"}
     ]
     await hass.async_block_till_done()
+
+
+async def _deadline_job() -> str:
+    """A short piece of I/O under a generous real deadline."""
+    async with asyncio.timeout(5):
+        await asyncio.sleep(0.2)
+    return "done"
+
+
+async def test_moving_the_clock_runs_ha_timers_and_leaves_io_deadlines(
+    hass: HomeAssistant,
+) -> None:
+    """``fire_time_changed`` runs a debounce due in 30 s, not a call's deadline.
+
+    phcc's ``async_fire_time_changed`` also runs the ``asyncio.timeout`` of
+    whatever is in flight, so a database call that happened to be running
+    "timed out" at once (a clean-clone CI run failed that way).
+    """
+    fired: list[datetime] = []
+    async_call_later(hass, 30, fired.append)
+    job = asyncio.ensure_future(_deadline_job())
+    await asyncio.sleep(0)  # the job is inside its timeout now
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
+    assert len(fired) == 1
+    assert await job == "done"
+
+    # What the helper avoids: the same move with phcc's helper.
+    job = asyncio.ensure_future(_deadline_job())
+    await asyncio.sleep(0)
+    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
+    with pytest.raises(TimeoutError):
+        await job

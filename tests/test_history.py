@@ -19,9 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from homeassistant.util import dt as dt_util
-from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
-    async_fire_time_changed,
-)
 
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
 from custom_components.ha_personal_assistant.const import (
@@ -42,6 +39,7 @@ from .common import (
     async_setup_assistant,
     async_setup_house,
     errors_logged,
+    fire_time_changed,
     last_user_content,
 )
 from .fake_ollama import error_reply, text_reply, tool_call_reply
@@ -451,7 +449,7 @@ def _opening(request: dict[str, Any]) -> str | None:
 
 def _sweep_timer(hass: HomeAssistant) -> None:
     """Fire the timer that summarizes ended sessions every ten minutes."""
-    async_fire_time_changed(hass, dt_util.utcnow() + SUMMARY_SWEEP_INTERVAL)
+    fire_time_changed(hass, dt_util.utcnow() + SUMMARY_SWEEP_INTERVAL)
 
 
 @pytest.fixture

@@ -11,9 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from homeassistant.util import dt as dt_util
-from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
-    async_fire_time_changed,
-)
 
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
@@ -25,6 +22,7 @@ from custom_components.ha_personal_assistant.store import database as store_data
 from .common import (
     async_setup_assistant,
     async_setup_house,
+    fire_time_changed,
     fixed_text,
     last_user_content,
 )
@@ -253,7 +251,7 @@ async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
     assert len(threads_before) == 10
     size_before = await hass.async_add_executor_job(_file_size, hass)
 
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
 
     async def pruned() -> bool:
         return len(await storage.checkpoints.async_threads()) == 1

@@ -22,7 +22,6 @@ from homeassistant.util.yaml import load_yaml
 from langchain_core.messages import AIMessage
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
-    async_fire_time_changed,
 )
 
 from custom_components.ha_personal_assistant import scheduler as scheduler_module
@@ -72,6 +71,7 @@ from custom_components.ha_personal_assistant.tools.registry import (
 from .common import (
     async_setup_assistant,
     async_setup_house,
+    fire_time_changed,
     fixed_text,
     texts,
     tool_results,
@@ -661,7 +661,7 @@ async def test_unreinforced_guesses_fade_and_told_facts_stay(
         )
 
     await database.async_run(seed)
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
 
     async def faded() -> bool:
         return len(await export(hass, ALICE)) == 2

@@ -28,9 +28,6 @@ from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
-from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
-    async_fire_time_changed,
-)
 
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
@@ -40,7 +37,7 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.store import database as db_module
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, fire_time_changed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -481,7 +478,7 @@ async def test_storage_busy_at_setup_retries_and_then_loads(
         assert "storage cannot be opened right now" in str(entry.reason)
     assert not list(path.parent.glob("*.corrupt-*"))
     # Home Assistant tries again on its own; the lock is gone by then.
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(minutes=5))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(minutes=5))
     await _wait_for(lambda: entry.state is ConfigEntryState.LOADED)
     await hass.async_block_till_done()
     with closing(sqlite3.connect(path)) as conn:

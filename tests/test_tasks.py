@@ -2,7 +2,7 @@
 
 Time moves the HA way: the clock is frozen at a known moment (ticking, so the
 event loop and the Telegram harness keep working), moved with the freezer,
-and ``async_fire_time_changed`` runs what became due. The home is in
+and ``fire_time_changed`` (tests/common.py) runs what became due. The home is in
 US/Pacific (the test default); the tests start on Friday 28 March 2025 at
 09:00 local time (PDT).
 """
@@ -32,7 +32,6 @@ from homeassistant.helpers import frame
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
-    async_fire_time_changed,
     async_test_home_assistant,
 )
 
@@ -56,7 +55,7 @@ from custom_components.ha_personal_assistant.tasks.store import (
 )
 from custom_components.ha_personal_assistant.tools import web
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, fire_time_changed
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID, MALLORY_ID, TelegramHarness
 from .test_taint import Results
 
@@ -158,7 +157,7 @@ async def _move_to(
     """Move the clock to ``moment`` and run what became due."""
     await _quiet(hass)
     freezer.move_to(moment)
-    async_fire_time_changed(hass, dt_util.as_utc(moment))
+    fire_time_changed(hass, dt_util.as_utc(moment))
     await hass.async_block_till_done()
     # Firings run in the background: let them reach Telegram.
     for _ in range(5):
@@ -1503,7 +1502,7 @@ async def test_a_busy_database_when_a_task_is_due_delays_it(
     freezer.move_to(due)
     # Locked from now on for 15 s (the file is then left alone).
     entry.runtime_data.storage.database.gate.failed("database is locked")
-    async_fire_time_changed(hass, dt_util.as_utc(due))
+    fire_time_changed(hass, dt_util.as_utc(due))
     await _quiet(hass)
     assert _texts_since(telegram, before) == []
     assert len(_manager(entry).open_tasks()) == 1
@@ -1589,7 +1588,7 @@ async def test_a_busy_database_when_a_hold_ends_delays_it(
     due = at(28, 9, 3) + timedelta(seconds=5)
     freezer.move_to(due)
     entry.runtime_data.storage.database.gate.failed("database is locked")
-    async_fire_time_changed(hass, dt_util.as_utc(due))
+    fire_time_changed(hass, dt_util.as_utc(due))
     await _quiet(hass)
     assert _texts_since(telegram, before) == []
     if over:

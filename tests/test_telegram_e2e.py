@@ -21,6 +21,7 @@ from .common import (
     MODEL,
     async_setup_assistant,
     async_setup_house,
+    fire_time_changed,
     fixed_text,
     last_user_content,
     tool_results,
@@ -535,14 +536,11 @@ async def test_old_message_ids_are_pruned_on_a_schedule(
     from datetime import timedelta
 
     from homeassistant.util import dt as dt_util
-    from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
-        async_fire_time_changed,
-    )
 
     database = assistant.runtime_data.assistant.database
     await database.async_mark_seen("old", 1, time.time() - 8 * 24 * 3600)
     await database.async_mark_seen("new", 1, time.time())
-    async_fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
     await hass.async_block_till_done()
 
     def rows() -> list[str]:
