@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 from homeassistant.auth.const import GROUP_ID_USER
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigEntryState
+from homeassistant.config_entries import ConfigEntryState, ConfigSubentryData
 from homeassistant.const import EVENT_CALL_SERVICE
 from homeassistant.core import Context
 from homeassistant.helpers import entity_registry as er
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    MockConfigEntry,
+)
 
 from custom_components.ha_personal_assistant.const import (
     CONF_ADMIN_USER_IDS,
@@ -28,7 +31,9 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.security.people import (
     ACTING_USER_NAME,
+    ALLOWED_CHAT_SUBENTRY,
     acting_user_id,
+    is_known,
 )
 
 from .common import async_setup_assistant, async_setup_house, fixed_text, tool_results
@@ -37,7 +42,6 @@ from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID, MALLORY_ID
 if TYPE_CHECKING:
     from homeassistant.auth.models import User
     from homeassistant.core import Event, HomeAssistant
-    from pytest_homeassistant_custom_component.common import MockConfigEntry
 
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
@@ -482,3 +486,64 @@ async def test_assist_without_a_user_acts_as_the_integrations_user(
     assert hass.states.get(BED_LIGHT).state == "off"
     assert hass.states.get(BED_LIGHT).context.user_id == hass_admin_user.id
     assert len(service_calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("stored", "user_id", "known"),
+    [
+        # A chat id kept as text (a hand-edited or older entry) still counts.
+        ("4242", 4242, True),
+        # A group's id (negative) is nobody's private chat.
+        ("-4242", 4242, False),
+        # A flag is no chat id, although Python reads True as 1.
+        (True, 1, False),
+        ("four", 4242, False),
+        (4242, 4242, True),
+    ],
+    ids=["text", "group id as text", "flag", "not a number", "number"],
+)
+async def test_an_allowed_private_chat_is_read_however_it_is_stored(
+    hass: HomeAssistant, stored: object, user_id: int, *, known: bool
+) -> None:
+    """Only a chat id that is the writer's own makes them a known person."""
+    bot = MockConfigEntry(
+        domain="telegram_bot",
+        subentries_data=[
+            ConfigSubentryData(
+                data={"chat_id": stored},
+                subentry_type=ALLOWED_CHAT_SUBENTRY,
+                title="chat",
+                unique_id="chat",
+            )
+        ],
+    )
+    bot.add_to_hass(hass)
+    assert (
+        is_known(
+            hass,
+            bot_entry_id=bot.entry_id,
+            user_id=user_id,
+            allowed_user_ids=(),
+            user_mapping={},
+        )
+        is known
+    )
+
+
+async def test_nobody_is_known_through_a_removed_bot(hass: HomeAssistant) -> None:
+    """A telegram_bot entry that is gone allows no private chat any more."""
+    assert not is_known(
+        hass,
+        bot_entry_id="removed",
+        user_id=ALICE_ID,
+        allowed_user_ids=(),
+        user_mapping={},
+    )
+    # The assistant's own list still counts without telegram_bot.
+    assert is_known(
+        hass,
+        bot_entry_id="removed",
+        user_id=ALICE_ID,
+        allowed_user_ids=(ALICE_ID,),
+        user_mapping={},
+    )
