@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from homeassistant.config_entries import ConfigEntryState
+from homeassistant.const import EVENT_HOMEASSISTANT_STOP
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
 )
 
+import custom_components.ha_personal_assistant as package
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
     CONF_MODEL,
@@ -20,6 +22,10 @@ from custom_components.ha_personal_assistant.const import (
     DOMAIN,
     STORAGE_DIR,
 )
+from custom_components.ha_personal_assistant.security.confirmations import (
+    ConfirmationManager,
+)
+from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
 from .common import async_setup_assistant, async_setup_house, errors_logged
 
@@ -334,3 +340,87 @@ async def test_removing_the_last_entry_deletes_its_data_but_not_the_documents(
     assert await hass.async_add_executor_job(
         (documents / "manual.md").read_text, "utf-8"
     ) == ("The boiler manual.")
+
+
+async def test_removing_an_entry_that_never_loaded_deletes_nothing(
+    hass: HomeAssistant, fake_ollama: FakeOllama, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Added while the model server was down, then removed: a clean no-op."""
+    await async_setup_house(hass)
+    await fake_ollama.stop()
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        data={CONF_OLLAMA_URL: fake_ollama.url, CONF_MODEL: "qwen3:4b"},
+    )
+    entry.add_to_hass(hass)
+    await hass.config_entries.async_setup(entry.entry_id)
+    assert entry.state is ConfigEntryState.SETUP_RETRY
+    folder = Path(hass.config.path(STORAGE_DIR))
+    assert not await hass.async_add_executor_job(folder.exists)
+
+    assert await hass.config_entries.async_remove(entry.entry_id)
+    await hass.async_block_till_done()
+    assert "Removed the assistant's data: none" in caplog.text
+    assert not await hass.async_add_executor_job(folder.exists)
+    assert errors_logged(caplog) == []
+
+
+async def test_a_setup_that_fails_midway_releases_the_storage(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failure after the files were opened closes them; the next try loads."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    assert await hass.config_entries.async_unload(entry.entry_id)
+
+    async def broken(_self: ConfirmationManager) -> list[object]:
+        msg = "reading the pending confirmations failed"
+        raise RuntimeError(msg)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ConfirmationManager, "async_recover", broken)
+        assert not await hass.config_entries.async_setup(entry.entry_id)
+        assert entry.state is ConfigEntryState.SETUP_ERROR
+    # Nothing of the failed setup is left running or holding the files.
+    assert _worker_threads() == []
+    holder = hass.data[DATA_STORAGE]
+    assert (holder.storage, holder.users) == (None, 0)
+
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    fake_ollama.reply("Back.")
+    await telegram.send_text("Hello")
+    assert (await telegram.wait_for_sent(1))[-1]["text"] == "Back."
+
+
+async def test_a_slow_stop_is_cut_short_and_the_unload_still_closes_all(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HA's stop is not held up past the limit; closing is finished at unload."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama, request_timeout=300)
+    fake_ollama.hang()
+    await telegram.send_text("Hello")
+    await fake_ollama.wait_for_chat_requests(1)
+    # The turn in flight takes longer to end than the stop may last.
+    monkeypatch.setattr(package, "SHUTDOWN_TIMEOUT", 0)
+    hass.bus.async_fire(EVENT_HOMEASSISTANT_STOP)
+    # The stop listener runs as a task of its own, outside block_till_done.
+    for _ in range(100):
+        if "Stopping took longer than 0 s" in caplog.text:
+            break
+        await asyncio.sleep(0.05)
+    assert "Stopping took longer than 0 s" in caplog.text
+
+    async with asyncio.timeout(10):
+        assert await hass.config_entries.async_unload(entry.entry_id)
+    assert entry.state is ConfigEntryState.NOT_LOADED
+    assert _worker_threads() == []

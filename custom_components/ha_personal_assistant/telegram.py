@@ -741,9 +741,13 @@ class TelegramGateway:
         workers = list(self._workers.values())
         for task in workers:
             task.cancel()
+        if workers:
+            # Not ``await task`` under suppress(CancelledError): that would
+            # also swallow a cancel of this stop (HA's stop has a time limit).
+            await asyncio.wait(workers)
         for task in workers:
-            with suppress(asyncio.CancelledError):
-                await task
+            if not task.cancelled() and (err := task.exception()) is not None:
+                LOGGER.debug("A chat's worker had stopped: %s", err)
         self._workers.clear()
         self._queues.clear()
 

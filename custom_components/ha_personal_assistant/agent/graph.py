@@ -211,8 +211,9 @@ async def _stream(
                 on_text(text)
     finally:
         reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
+        # asyncio.wait, not ``await reader`` under suppress(CancelledError):
+        # that would also swallow a cancel of this turn arriving meanwhile.
+        await asyncio.wait({reader})
     if merged is None:
         # What ChatOllama raises for an empty stream; the assistant explains it.
         msg = "No data received from the model stream."
