@@ -30,9 +30,13 @@ from custom_components.ha_personal_assistant.const import (
 from .common import (
     LOGGER_NAME,
     MODEL,
+    async_setup_assistant,
     async_setup_house,
     errors_logged,
+    fixed_text,
 )
+from .fake_ollama import OllamaReply
+from .telegram_harness import ALICE_ID
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .fake_openai import FakeOpenAI
+    from .telegram_harness import TelegramHarness
 
 EMBEDDER = "nomic-embed-text:latest"
 
@@ -156,3 +161,22 @@ async def test_a_web_page_at_setup_is_retried_later(
     assert entry.state is ConfigEntryState.SETUP_RETRY
     assert "Error setting up entry" not in caplog.text
     await hass.config_entries.async_unload(entry.entry_id)
+
+
+async def test_an_answer_that_ends_before_its_first_word_is_explained(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_server: FakeOpenAI,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 200 whose stream holds nothing: "the model reported an error", no traceback.
+
+    On both backends (an empty NDJSON body; an SSE stream of only [DONE]).
+    """
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_server)
+    fake_server.enqueue(OllamaReply(content="Hello there", end_after=0))
+    await telegram.send_text("Hello?")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("model_error")
+    assert errors_logged(caplog) == []
