@@ -186,6 +186,10 @@ class OllamaReply:
     # Seconds the model takes to load first: meanwhile /api/ps does not list
     # it and nothing is sent, as with a real Ollama.
     load: float = 0.0
+    # End the stream cleanly after this many lines, without the final
+    # ``done`` one (0: a 200 answer with an empty body, as a proxy that gave
+    # up on the request sends).
+    end_after: int | None = None
 
 
 def text_reply(
@@ -363,6 +367,8 @@ class FakeOllama:
         # Seconds each /api/embed request takes (a slow or busy server), or
         # a function of the request's inputs; stop() drops the ones waiting.
         self.embed_delay: float | Callable[[list[str]], float] = 0.0
+        # An Ollama older than 0.1.38 has no /api/ps: it answers 404.
+        self.no_ps = False
 
     # ------------------------------------------------------------------ setup
 
@@ -613,6 +619,9 @@ class FakeOllama:
     async def _handle_ps(self, request: web.Request) -> web.Response:
         """``GET /api/ps``: the models loaded in memory."""
         self.requests.append(RecordedRequest(request.method, request.path))
+        if self.no_ps:
+            # Gin's answer for a route it does not have.
+            return web.Response(status=404, text="404 page not found")
         return web.json_response(
             {"models": [{"name": name, "model": name} for name in sorted(self.loaded)]}
         )
@@ -730,6 +739,7 @@ class FakeOllama:
             reply.cut_after,
             reply.chunk_delay,
             stall_after=reply.stall_after,
+            end_after=reply.end_after,
         )
 
     def _reject_chat(self, body: JsonDict) -> web.Response | None:
@@ -909,8 +919,11 @@ class FakeOllama:
         chunk_delay: float = 0.0,
         *,
         stall_after: int | None = None,
+        end_after: int | None = None,
     ) -> web.StreamResponse:
         """Write ``lines`` as NDJSON; abort the connection after ``cut_after``."""
+        if end_after is not None:
+            lines = lines[:end_after]
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
         for number, line in enumerate(lines):

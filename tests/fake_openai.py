@@ -25,7 +25,14 @@ top of it, talk to it over real HTTP, unmodified. It serves what llama.cpp's
   for tools sent to a model that cannot call them (vLLM's words without
   ``--enable-auto-tool-choice``) and for embeddings from a chat model;
 - ``GET /health``: llama-server's 503 "Loading model" while a scripted
-  reply's ``load`` lasts, else ``{"status": "ok"}``.
+  reply's ``load`` lasts, else ``{"status": "ok"}``; with ``health_hangs``
+  no answer at all, as from a llama-server whose HTTP threads are all busy.
+
+Servers that are not quite that: the paths in ``web_pages`` answer 200
+with an HTML page (a web UI's single-page fallback at the address, or a
+proxy that forwards only some routes to the server); ``no_embeddings`` is
+llama-server started without ``--embeddings`` (501); ``empty_embeddings``
+answers an empty vector per input.
 
 The output cap is ``max_tokens`` (or ``max_completion_tokens``); a word
 stands for a token, as in the Ollama fake. The same server answers Ollama's
@@ -55,11 +62,21 @@ from .fake_ollama import (
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Sequence
 
+    from aiohttp.typedefs import Handler
+
 OWNED_BY: Final = "llamacpp"
 # What vLLM answers for tools without --enable-auto-tool-choice.
 NO_TOOLS_MESSAGE: Final = (
     '"auto" tool choice requires --enable-auto-tool-choice and '
     "--tool-call-parser to be set"
+)
+# What llama-server answers at /v1/embeddings without --embeddings.
+NO_EMBEDDINGS_MESSAGE: Final = (
+    "This server does not support embeddings. Start it with `--embeddings`"
+)
+WEB_PAGE: Final = (
+    "<!doctype html><html><head><title>Open WebUI</title></head>"
+    '<body><div id="app"></div></body></html>'
 )
 
 
@@ -80,6 +97,10 @@ class FakeOpenAI(FakeOllama):
         self.loading: set[str] = set()
         # The /v1/chat/completions bodies (also in chat_requests).
         self.openai_requests: list[JsonDict] = []
+        self.web_pages: set[str] = set()
+        self.health_hangs = False
+        self.no_embeddings = False
+        self.empty_embeddings = False
 
     @property
     def base_url(self) -> str:
@@ -92,6 +113,17 @@ class FakeOpenAI(FakeOllama):
         app.router.add_post("/v1/chat/completions", self._handle_completions)
         app.router.add_post("/v1/embeddings", self._handle_embeddings)
         app.router.add_get("/health", self._handle_health)
+        app.middlewares.append(self._web_page_middleware)
+
+    @web.middleware
+    async def _web_page_middleware(
+        self, request: web.Request, handler: Handler
+    ) -> web.StreamResponse:
+        """Answer the paths in ``web_pages`` with a web page."""
+        if request.path in self.web_pages:
+            self.requests.append(RecordedRequest(request.method, request.path))
+            return web.Response(text=WEB_PAGE, content_type="text/html")
+        return await handler(request)
 
     # --------------------------------------------------------------- helpers
 
@@ -140,6 +172,9 @@ class FakeOpenAI(FakeOllama):
     async def _handle_health(self, request: web.Request) -> web.Response:
         """``GET /health``: llama-server's 503 while a model loads, else ok."""
         self.requests.append(RecordedRequest(request.method, request.path))
+        if self.health_hangs:
+            await self._closing.wait()
+            return self._drop(request)
         if self.loading:
             return self._openai_error(503, "Loading model", "unavailable_error")
         return web.json_response({"status": "ok"})
@@ -154,6 +189,8 @@ class FakeOpenAI(FakeOllama):
         if isinstance(body, web.Response):
             return body
         self.embed_requests.append(body)
+        if self.no_embeddings:
+            return self._openai_error(501, NO_EMBEDDINGS_MESSAGE, "not_supported_error")
         name = str(body.get("model") or "")
         model = self.get_model(name)
         if model is None:
@@ -174,7 +211,7 @@ class FakeOpenAI(FakeOllama):
         dim = model.embedding_length or self.embedding_dim
         data: list[JsonDict] = []
         for index, text in enumerate(inputs):
-            vector = self.embedding_for(text, dim)
+            vector = [] if self.empty_embeddings else self.embedding_for(text, dim)
             embedding: Any = vector
             if body.get("encoding_format") == "base64":
                 embedding = base64.b64encode(
@@ -369,6 +406,8 @@ class FakeOpenAI(FakeOllama):
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
+        if reply.end_after is not None:
+            chunks = chunks[: reply.end_after]
         for number, item in enumerate(chunks):
             if reply.stall_after is not None and number >= reply.stall_after:
                 await self._closing.wait()

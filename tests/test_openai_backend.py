@@ -161,7 +161,17 @@ async def test_an_unreachable_server_shows_cannot_connect(
     assert result["errors"] == {"base": "cannot_connect_openai"}
 
 
-@pytest.mark.parametrize("url", ["gpu-box:8000/v1", "ftp://gpu-box/v1", "http://"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "gpu-box:8000/v1",
+        "ftp://gpu-box/v1",
+        "http://",
+        # URLs that do not even parse: a port that is no number, a bracket left open.
+        "http://gpu-box:port/v1",
+        "http://[fd00::5/v1",
+    ],
+)
 @pytest.mark.usefixtures("core", "mock_setup_entry")
 async def test_an_invalid_url_is_shown_on_the_field(
     hass: HomeAssistant, fake_openai: FakeOpenAI, url: str
@@ -225,6 +235,8 @@ async def test_a_server_outside_the_home_asks_before_anything_is_sent(
         ("http://gpu.home.arpa/v1", True),
         ("http://8.8.8.8/v1", False),
         ("https://models.example.invalid/v1", False),
+        # No host at all: nothing says it stays home.
+        ("http:///v1", False),
     ],
 )
 async def test_which_addresses_count_as_the_home_network(

@@ -83,6 +83,9 @@ AUTO_CONTEXT_HITS: Final = 5
 AUTO_CONTEXT_MIN_SCORE: Final = 0.45
 # Characters a profile token takes at most (the profile is read by characters).
 PROFILE_CHARS_PER_TOKEN: Final = 4
+# What an answer stream that ended without a chunk raises: LangChain's
+# astream (whichever server), and the graph's and ChatOllama's own words.
+_EMPTY_STREAM: Final = ("No generation chunks were returned", "No data received")
 
 
 class ModelHealth:
@@ -542,7 +545,9 @@ class Assistant:
             if kind is Failure.UNREACHABLE:
                 return texts(self.server_key("unreachable"))
             return texts("model_error")
-        if isinstance(err, ValueError) and "No data received" in str(err):
+        if isinstance(err, ValueError) and any(
+            words in str(err) for words in _EMPTY_STREAM
+        ):
             self.health.failed("the stream ended without data")
             return texts("model_error")
         LOGGER.exception("A turn failed", exc_info=err)

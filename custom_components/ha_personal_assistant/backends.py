@@ -80,6 +80,13 @@ _PROBE_TOOL: Final = {
 }
 
 
+# What the openai package raises for a 200 that is not the answer it expects
+# (a web UI's HTML page at the address, JSON of another shape): it does not
+# validate answers, so it fails reading them.
+_NOT_THE_ANSWER: Final = (ValueError, TypeError, AttributeError)
+_UNEXPECTED_EMBEDDINGS: Final = "Unexpected answer from /embeddings"
+
+
 def _model_key(name: str) -> str:
     """Return a model name as Ollama lists it ("qwen3" is "qwen3:latest")."""
     return name if ":" in name else f"{name}:latest"
@@ -237,13 +244,16 @@ class OpenAIBackend:
         """Return the served models (GET /models)."""
         try:
             page = await self.client.models.list()
+            return [ServerModel(name=model.id, label=model.id) for model in page.data]
         except openai.NotFoundError as err:
             # No /models here: the URL does not point at such a server.
             msg = f"{self.where} has no /models"
             raise ServerUnreachable(msg) from err
         except openai.OpenAIError as err:
             raise _server_error(err, self.where) from err
-        return [ServerModel(name=model.id, label=model.id) for model in page.data]
+        except _NOT_THE_ANSWER as err:
+            msg = f"{self.where} did not answer with a model list"
+            raise ServerUnreachable(msg) from err
 
     async def async_capabilities(self, model: str) -> tuple[str, ...]:
         """Return nothing: /models says only which models exist.
@@ -314,13 +324,17 @@ class OpenAIBackend:
                 encoding_format="float",
                 timeout=timeout,
             )
+            vectors = [
+                [float(x) for x in item.embedding]
+                for item in sorted(response.data, key=_index)
+            ]
         except openai.OpenAIError as err:
             raise _server_error(err, self.where) from err
-        vectors = [item.embedding for item in sorted(response.data, key=_index)]
+        except _NOT_THE_ANSWER as err:
+            raise ModelServerError(_UNEXPECTED_EMBEDDINGS) from err
         if len(vectors) != len(texts) or not all(vectors):
-            msg = "Unexpected answer from /embeddings"
-            raise ModelServerError(msg)
-        return [[float(x) for x in vector] for vector in vectors]
+            raise ModelServerError(_UNEXPECTED_EMBEDDINGS)
+        return vectors
 
     def build_chat_model(self, model: str, settings: ChatSettings) -> BaseChatModel:
         """Create ChatOpenAI on this backend's client; blocking: in the executor."""
