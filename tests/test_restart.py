@@ -19,6 +19,10 @@ import pytest
 
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.memory import learner as learner_module
+from custom_components.ha_personal_assistant.store.database import (
+    Database,
+    InFlight,
+)
 from custom_components.ha_personal_assistant.telegram import TelegramGateway
 
 from .common import (
@@ -297,4 +301,54 @@ async def test_a_stop_right_after_the_answer_reports_nothing(
     await asyncio.sleep(0.5)
     await hass.async_block_till_done()
     assert [m["text"] for m in telegram.sent_messages(ALICE_ID)] == ["Sunny."]
+    assert _rows(entry, "SELECT id FROM telegram_in_flight") == []
+
+
+async def test_a_message_right_after_the_start_is_answered_not_reported(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    restarter: Restarter,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only what the stop interrupted is reported; what comes after is answered.
+
+    Telegram delivers what was written while Home Assistant was down as soon
+    as it is back. Reading the interrupted messages is made slow here (a busy
+    disk): a message that comes in meanwhile must not be taken for one of
+    them (a clean-clone CI run told a sender "I was restarted while answering
+    your message" about the message it was answering).
+    """
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama, request_timeout=300)
+    fake_ollama.hang()
+    await telegram.send_text("What's the weather like?")
+    await fake_ollama.wait_for_chat_requests(1)
+
+    take = Database.async_take_in_flight
+    taken = asyncio.Event()
+
+    async def slow_take(database: Database) -> list[InFlight]:
+        await asyncio.sleep(0.3)
+        try:
+            return await take(database)
+        finally:
+            taken.set()
+
+    monkeypatch.setattr(Database, "async_take_in_flight", slow_take)
+    hass, telegram, entry = await restarter.restart(hass, telegram, entry)
+    # Still being answered when the interrupted messages are read.
+    fake_ollama.reply("Sunny tomorrow.", delay=1.0)
+    await telegram.send_text("And tomorrow?")
+    await taken.wait()
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    assert [m["text"] for m in sent] == [
+        (
+            "I was restarted while answering your message "
+            '"What\'s the weather like?". '
+            "If you did not get an answer, please send it again."
+        ),
+        "Sunny tomorrow.",
+    ]
     assert _rows(entry, "SELECT id FROM telegram_in_flight") == []

@@ -122,7 +122,7 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
-    data.gateway.async_start()
+    await data.gateway.async_start()
     if data.tasks is not None:
         # Armed once Home Assistant has started (the entities they watch).
         data.tasks.async_start()

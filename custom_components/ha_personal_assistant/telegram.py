@@ -598,9 +598,14 @@ class TelegramGateway:
             OrderedDict()
         )
 
-    @callback
-    def async_start(self) -> None:
-        """Listen for telegram_bot's events, unless another entry already does."""
+    async def async_start(self) -> None:
+        """Listen for telegram_bot's events, unless another entry already does.
+
+        The messages a stop left unanswered are taken first: a message that
+        comes in at once (Telegram delivers what was sent while Home
+        Assistant was down as soon as it is back) is this start's own, not
+        one to report as interrupted.
+        """
         if not async_claim_telegram(self.hass, self.entry.entry_id):
             LOGGER.warning(
                 "Another Personal Assistant entry already answers Telegram; "
@@ -611,6 +616,11 @@ class TelegramGateway:
         self._unsubs.append(
             lambda: async_release_telegram(self.hass, self.entry.entry_id)
         )
+        try:
+            interrupted = await self.assistant.database.async_take_in_flight()
+        except sqlite3.Error as err:
+            LOGGER.debug("Could not read the messages left unanswered: %s", err)
+            interrupted = []
         # Not the telegram_* events: anyone may fire those on the bus (REST
         # API, websocket, automations, scripts), and the assistant must only
         # obey what telegram_bot received from Telegram.
@@ -634,11 +644,12 @@ class TelegramGateway:
             )
         )
         # Messages a stop of Home Assistant left unanswered: say so.
-        self.entry.async_create_background_task(
-            self.hass,
-            self._async_report_interrupted(),
-            "ha_personal_assistant interrupted messages",
-        )
+        if interrupted:
+            self.entry.async_create_background_task(
+                self.hass,
+                self._async_report_interrupted(interrupted),
+                "ha_personal_assistant interrupted messages",
+            )
 
     @callback
     def _async_follow_bot(self, bot_entry: ConfigEntry[Any]) -> None:
@@ -1458,16 +1469,11 @@ class TelegramGateway:
             # Left behind: the next start may tell the sender needlessly.
             LOGGER.debug("Could not settle message row %s: %s", in_flight, err)
 
-    async def _async_report_interrupted(self) -> None:
+    async def _async_report_interrupted(self, messages: list[InFlight]) -> None:
         """Tell the senders of messages that a stop left unanswered.
 
-        At most once: the rows are taken before the notices are sent.
+        At most once: the rows were taken before the notices are sent.
         """
-        try:
-            messages = await self.assistant.database.async_take_in_flight()
-        except sqlite3.Error as err:
-            LOGGER.debug("Could not read the messages left unanswered: %s", err)
-            return
         chats: dict[tuple[str, int], list[str]] = {}
         for message in messages:
             chats.setdefault((message.bot_entry_id, message.chat_id), []).append(
