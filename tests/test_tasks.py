@@ -10,6 +10,7 @@ US/Pacific (the test default); the tests start on Friday 28 March 2025 at
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -1767,3 +1768,339 @@ async def test_a_german_user_reads_the_tasks_in_german(
             "⏰ Müll rausstellen\n(Aufgabe 1, erstellt am Fr., 28. März um 09:00)"
         )
         await _settled(restarted)
+
+
+CANNOT_READ_SOON = (
+    "Error: cannot read the time 'soon': use a local time such as 19:00 or "
+    "7:30pm (the next one), a local date and time such as 2025-03-28 19:00, "
+    "'tomorrow 07:00', 'friday 18:00', or a delay such as 20m, 2h, 1h30m or "
+    "'in 20 minutes'"
+)
+NOT_SEEN = (
+    "Error: an entity_id you gave is not an entity you can see; use "
+    "list_entities to find the right one"
+)
+
+
+async def test_the_model_is_told_why_a_task_was_not_set_up(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Every task the tools refuse comes back as a sentence; nothing is stored."""
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.hidden", "3")
+    refused: list[tuple[str, dict[str, Any], str]] = [
+        (
+            "schedule",
+            {"message": "Lights", "at": "19:00", "action": {"service": "turn_off"}},
+            (
+                "Error: action must hold call_service's arguments: domain, "
+                'service, entity_id and optional data, e.g. {"domain": "light", '
+                '"service": "turn_off", "entity_id": "light.kitchen"}'
+            ),
+        ),
+        (
+            "schedule",
+            {
+                "message": "Restart",
+                "at": "19:00",
+                "action": {"domain": "homeassistant", "service": "restart"},
+            },
+            (
+                "Error: Refused: homeassistant.restart is blocked for the "
+                "assistant. Nothing was scheduled."
+            ),
+        ),
+        (
+            "schedule",
+            {"message": "  ", "at": "19:00"},
+            "Error: give a message, an action, or both",
+        ),
+        ("schedule", {"message": "Bins", "at": "soon"}, CANNOT_READ_SOON),
+        (
+            "schedule",
+            {"message": "Bins", "at": "19:00", "repeat": "monthly"},
+            (
+                "Error: repeat must be one of none, daily, weekdays or weekly, "
+                "not 'monthly'"
+            ),
+        ),
+        (
+            "watch",
+            {"entity_id": "sensor.hidden", "state": "on"},
+            NOT_SEEN,
+        ),
+        (
+            "watch",
+            {"entity_id": "sensor.nowhere", "state": "on"},
+            NOT_SEEN,
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": "open", "until": "soon"},
+            CANNOT_READ_SOON,
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": " "},
+            "Error: state is empty: give the state to wait for, e.g. 'off' or '>25'",
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": "open", "at": "22:00", "until": "23:00"},
+            "Error: give either at (check once) or until (a time limit), not both",
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": "open", "for_minutes": 30 * 24 * 60},
+            "Error: for_minutes must be between 0 and 10080",
+        ),
+        ("cancel_task", {"task_id": 99}, "Error: There is no open task 99 of yours."),
+    ]
+    fake_ollama.tool_calls([(name, args) for name, args, _ in refused])
+    await _ask(telegram, fake_ollama, "Lots of things", [])
+    results = _tool_results(fake_ollama)
+    assert len(results) == len(refused)
+    for result, (name, args, expected) in zip(results, refused, strict=True):
+        assert result == expected, (name, args)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_a_watch_on_the_state_a_device_is_already_in(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Already open: "when it opens" waits for the next opening (the model is told).
+
+    "Open for 10 minutes" counts the minutes it has already been open.
+    """
+    await _setup(hass, fake_ollama)
+    _set(hass, GARAGE, "open")
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me when the garage opens, and when it has been open 10 minutes",
+        [
+            ("watch", {"entity_id": GARAGE, "state": "open", "message": "Opened"}),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "for_minutes": 10,
+                    "message": "Open for 10 minutes",
+                },
+            ),
+        ],
+    )
+    now_open, held = _tool_results(fake_ollama)
+    assert now_open.endswith(
+        '"note":"cover.garage_door is open already; the watch fires the next '
+        'time it becomes so."}'
+    )
+    assert "note" not in held
+    before = len(telegram.sent_messages(ALICE_ID))
+    # Only an attribute changes: still open, not opened again.
+    attributes = dict(hass.states.get(GARAGE).attributes)
+    hass.states.async_set(GARAGE, "open", {**attributes, "current_position": 90})
+    await _move_to(hass, freezer, at(28, 9, 9))
+    assert _texts_since(telegram, before) == []
+    await _move_to(hass, freezer, at(28, 9, 10) + timedelta(seconds=5))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before) == [
+        (
+            "👀 Open for 10 minutes\n(Garage Door (cover.garage_door) is now open.)"
+            "\n(task 2, set on Fri 28 Mar at 09:00)"
+        )
+    ]
+    _set(hass, GARAGE, "closed")
+    _set(hass, GARAGE, "open")
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[1].startswith("👀 Opened\n")
+
+
+async def test_a_reload_of_the_watched_device_neither_fires_nor_ends_a_watch(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """The garage's integration reloads: its state goes and comes back "open".
+
+    That is not an opening, and the 10 minutes count again from its return.
+    """
+    entry = await _setup(hass, fake_ollama)
+    _set(hass, GARAGE, "open")
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me when the garage opens, and when it has been open 10 minutes",
+        [
+            ("watch", {"entity_id": GARAGE, "state": "open", "message": "Opened"}),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "for_minutes": 10,
+                    "message": "Open for 10 minutes",
+                },
+            ),
+        ],
+    )
+    before = len(telegram.sent_messages(ALICE_ID))
+    attributes = dict(hass.states.get(GARAGE).attributes)
+    await _move_to(hass, freezer, at(28, 9, 5))
+    # Removed from the state machine while its integration reloads (still
+    # registered): not a device that is gone.
+    hass.states.async_remove(GARAGE)
+    await _move_to(hass, freezer, at(28, 9, 10) + timedelta(seconds=5))
+    assert _texts_since(telegram, before) == []
+    assert len(_manager(entry).open_tasks()) == 2
+    await _move_to(hass, freezer, at(28, 9, 11))
+    hass.states.async_set(GARAGE, "open", attributes)
+    await _move_to(hass, freezer, at(28, 9, 20))
+    assert _texts_since(telegram, before) == []
+    await _move_to(hass, freezer, at(28, 9, 21) + timedelta(seconds=5))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    [text] = _texts_since(telegram, before)
+    assert text.startswith("👀 Open for 10 minutes\n")
+    await _settled(entry)
+    [plain] = _manager(entry).open_tasks()
+    assert plain.message == "Opened"
+
+
+async def test_list_tasks_tells_the_model_each_task_in_the_integrations_words(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """list_tasks: the time, the repeat, what a watch waits for, the action."""
+    await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Three things",
+        [
+            ("schedule", {"message": "", "at": "19:00", "action": TURN_ON_BED}),
+            ("watch", {"entity_id": GARAGE, "state": "open", "until": "23:00"}),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "not closed",
+                    "at": "22:00",
+                    "message": "Still open?",
+                },
+            ),
+        ],
+    )
+    await _ask(telegram, fake_ollama, "What have I set?", [("list_tasks", {})])
+    listed = _tool_results(fake_ollama)[-1]
+    assert json.loads(listed) == {
+        "tasks": [
+            {
+                "task_id": 1,
+                "kind": "schedule",
+                "at": "2025-03-28 19:00",
+                "repeat": "none",
+                "action": "Turn on Bed Light (light.bed_light)",
+            },
+            {
+                "task_id": 2,
+                "kind": "watch",
+                "watch": "Garage Door (cover.garage_door) is open",
+                "until": "2025-03-28 23:00",
+            },
+            {
+                "task_id": 3,
+                "kind": "watch",
+                "watch": "Garage Door (cover.garage_door) is no longer closed",
+                "checks_at": "2025-03-28 22:00",
+                "message": "Still open?",
+            },
+        ]
+    }
+
+
+async def test_a_task_waiting_for_its_confirm_in_lists_and_after_a_cancel(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Made while a web page was read: /tasks and list_tasks say it waits.
+
+    Its message was written while outside text was in the prompt, so a new
+    conversation that lists it asks Confirm for a state change too. Cancelled
+    from /tasks, its old Confirm button arms nothing.
+    """
+    entry = await _setup(hass, fake_ollama)
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "save energy"})
+    await _ask(
+        telegram,
+        fake_ollama,
+        "How can I save energy?",
+        [("schedule", {"message": "Saving energy", "at": "20m"})],
+    )
+    await asyncio.sleep(0.1)
+    create = _newest_with_buttons(telegram, ALICE_ID)
+    assert create["text"].startswith('Please confirm:\nCreate task 1: 09:20 "Saving')
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    listing = _newest_with_buttons(telegram, ALICE_ID)
+    assert listing["text"] == (
+        'Your tasks:\n⏰ #1 09:20 "Saving energy" (waiting for your Confirm)'
+    )
+    # A new conversation, no outside text in it, until the tasks are listed.
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "What is set, and turn off the kitchen light",
+        [
+            ("list_tasks", {}),
+            (
+                "call_service",
+                {"domain": "light", "service": "turn_off", "entity_id": KITCHEN},
+            ),
+        ],
+    )
+    listed, _turn_on = _tool_results(fake_ollama)
+    assert json.loads(listed)["tasks"] == [
+        {
+            "task_id": 1,
+            "kind": "schedule",
+            "at": "2025-03-28 09:20",
+            "repeat": "none",
+            "message": "Saving energy",
+            "status": "waiting for the user's Confirm",
+        }
+    ]
+    await asyncio.sleep(0.1)
+    turn_off = _newest_with_buttons(telegram, ALICE_ID)
+    assert turn_off["text"].startswith(
+        "Please confirm:\nTurn off Kitchen Lights (light.kitchen_lights)\n\n"
+        "I ask because text from outside the house is still in this conversation "
+        "(tasks made while outside text was in the conversation)."
+    )
+    assert hass.states.get(KITCHEN).state == "on"
+    # Cancelled from /tasks; then the old Create button is pressed.
+    await telegram.press_button("/taskcancel_1", message_id=listing["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == "Cancelled task 1."
+    await telegram.press_button(_buttons(create)[0][1], message_id=create["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 2)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == (
+        'It did not work: Create task 1: 09:20 "Saving energy"\n'
+        "the task is no longer waiting (it expired or was cancelled)"
+    )
+    await _quiet(hass)
+    assert _manager(entry).open_tasks() == []
