@@ -37,6 +37,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 )
 
 from custom_components.ha_personal_assistant.const import (
+    CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_USER_IDS,
     CONF_USER_MAPPING,
     DOMAIN,
@@ -2104,3 +2105,266 @@ async def test_a_task_waiting_for_its_confirm_in_lists_and_after_a_cancel(
     )
     await _quiet(hass)
     assert _manager(entry).open_tasks() == []
+
+
+async def test_an_admins_tasks_list_is_bounded_and_a_forged_button_does_nothing(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """/tasks all for an admin of the options: 50 lines, then how many more.
+
+    A button no list ever showed (a client can send any callback data)
+    cancels nothing.
+    """
+    entry = await _setup(hass, fake_ollama, **{CONF_ADMIN_USER_IDS: [BOB_ID]})
+    now = time.time()
+
+    def insert(conn: sqlite3.Connection) -> None:
+        for n in range(55):
+            store.insert(
+                conn,
+                NewTask(
+                    kind=TaskKind.SCHEDULE,
+                    owner=f"telegram:{ALICE_ID}",
+                    owner_name="Alice",
+                    ha_user_id=None,
+                    conversation_key=None,
+                    bot_entry_id=telegram.entry_id,
+                    chat_id=ALICE_ID,
+                    message=f"Task {n + 1}",
+                    action=None,
+                    fire_at=now + 3600 * (n + 1),
+                ),
+                status=TaskStatus.PENDING,
+                now=now,
+                cap=10**6,
+            )
+
+    await entry.runtime_data.storage.database.async_run(insert)
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await _manager(entry).ready.wait()
+    before = len(telegram.sent_messages(BOB_ID))
+    await telegram.send_command("/tasks", "all", chat_id=BOB_ID)
+    await telegram.wait_for_sent(before + 1, chat_id=BOB_ID)
+    listing = _newest_with_buttons(telegram, BOB_ID)
+    lines = listing["text"].splitlines()
+    assert lines[0] == "Everyone's tasks:"
+    assert lines[1] == '⏰ #1 (Alice) 10:00 "Task 1"'
+    assert lines[50].startswith('⏰ #50 (Alice) Sun 30 Mar 11:00 "Task 50"')
+    assert lines[51:] == ["and 5 more"]
+    assert len(_buttons(listing)) == 50
+    await telegram.press_button(
+        "/taskcancel_abc", chat_id=BOB_ID, message_id=listing["message_id"]
+    )
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == (
+        "This task is no longer open."
+    )
+    assert len(_manager(entry).open_tasks()) == 55
+
+
+async def test_tasks_shows_an_action_on_a_hidden_device_without_naming_it(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """A long reminder is bounded; a device hidden since is not named in /tasks.
+
+    The model wrote the service as "light.turn_off" with an empty domain: read
+    as light.turn_off.
+    """
+    await _setup(hass, fake_ollama)
+    long_message = "\n".join(f"Line {n}: " + "x" * 70 for n in range(10))
+    action = {"domain": "", "service": "light.turn_off", "entity_id": KITCHEN}
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 19:00 tell me all this and turn off the kitchen light",
+        [("schedule", {"message": long_message, "at": "19:00", "action": action})],
+    )
+    assert _tool_results(fake_ollama)[-1].startswith('{"result":"scheduled"')
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[0].endswith(
+        "then Turn off Kitchen Lights (light.kitchen_lights)"
+    )
+    async_expose_entity(hass, "conversation", KITCHEN, False)
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    listed = _texts_since(telegram, before)[0]
+    assert listed.endswith(
+        "then turn off on a device the assistant can no longer see"
+    )
+    assert "kitchen" not in listed.lower()
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    reminder = _texts_since(telegram, before)[0].removeprefix("⏰ ")
+    # The message: its first 500 characters, then an ellipsis.
+    told = reminder[: reminder.index("…") + 1]
+    assert len(told) == 500
+    assert told.startswith("Line 0: xxx")
+    assert long_message.startswith(told[:-1])
+    assert hass.states.get(KITCHEN).state == "on"
+
+
+async def test_a_busy_database_at_start_loads_the_tasks_shortly_after(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """The file is locked as Home Assistant starts: the tasks come a bit later."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 to put out the bins",
+        [("schedule", {"message": "Put out the bins", "at": "19:00"})],
+    )
+    todo = "todo.personal_assistant_tasks"
+    async with _restarted(
+        hass, telegram, entry, freezer, at(28, 12), state=CoreState.starting
+    ) as (new, restarted):
+        restarted.runtime_data.storage.database.gate.failed("database is locked")
+        new.set_state(CoreState.running)
+        new.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
+        await _quiet(new)
+        assert not _manager(restarted).ready.is_set()
+        assert new.states.get(todo).state == "0"
+        await _move_to(new, freezer, at(28, 12, 0) + timedelta(seconds=31))
+        await _manager(restarted).ready.wait()
+        await new.async_block_till_done()
+        assert new.states.get(todo).state == "1"
+        before = len(telegram.sent_messages(ALICE_ID))
+        await _move_to(new, freezer, at(28, 19) + timedelta(seconds=1))
+        await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        assert _texts_since(telegram, before) == [
+            "⏰ Put out the bins\n(task 1, set on Fri 28 Mar at 09:00)"
+        ]
+
+
+async def test_a_busy_database_after_an_action_ran_never_runs_it_twice(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    service_calls: list[Event[Any]],
+    fired: list[Event[Any]],
+) -> None:
+    """The file locks while the light turns on: told once, stored once it answers.
+
+    Until then the task stays running (not due again); the daily one then
+    goes on from tomorrow.
+    """
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Every day at 10:00 turn on the bed light",
+        [
+            (
+                "schedule",
+                {"message": "", "at": "10:00", "repeat": "daily", "action": TURN_ON_BED},
+            )
+        ],
+    )
+    gate = entry.runtime_data.storage.database.gate
+
+    @callback
+    def lock(event: Event[Any]) -> None:
+        if event.data["service"] == "turn_on":
+            gate.failed("database is locked")
+
+    hass.bus.async_listen(EVENT_CALL_SERVICE, lock)
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 10) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await _quiet(hass)
+    assert _texts_since(telegram, before) == [
+        "Done: Turn on Bed Light (light.bed_light)\n"
+        "(task 1, set on Fri 28 Mar at 09:00)"
+    ]
+    [task] = _manager(entry).open_tasks()
+    assert task.status == TaskStatus.RUNNING
+    await _move_to(hass, freezer, at(28, 10, 0) + timedelta(seconds=32))
+    await _quiet(hass)
+    [task] = _manager(entry).open_tasks()
+    assert task.status == TaskStatus.PENDING
+    assert task.fire_at == at(29, 10).timestamp()
+    assert len(service_calls) == 1
+    assert [e.data["outcome"] for e in fired] == ["done"]
+    assert len(_texts_since(telegram, before)) == 1
+    # The audit row could not be written then; nothing else is lost.
+    rows = await entry.runtime_data.storage.database.async_run(
+        lambda conn: conn.execute("SELECT outcome FROM action_audit_log").fetchall()
+    )
+    assert rows == []
+    await _move_to(hass, freezer, at(29, 10) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert len(service_calls) == 2
+
+
+async def test_watches_and_unconfirmed_tasks_that_ended_while_home_assistant_was_down(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Down from 09:00 to 12:00; at start each is settled, and its maker told.
+
+    A watch until 10:00 is over; a watched sensor no longer exists; a task
+    never confirmed has expired (and never fires).
+    """
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.freezer", "-18", {"friendly_name": "Freezer"})
+    async_expose_entity(hass, "conversation", "sensor.freezer", True)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me if the garage opens before 10, or the freezer gets warm",
+        [
+            ("watch", {"entity_id": GARAGE, "state": "open", "until": "10:00"}),
+            ("watch", {"entity_id": "sensor.freezer", "state": ">-10"}),
+        ],
+    )
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "save energy"})
+    await _ask(
+        telegram,
+        fake_ollama,
+        "How can I save energy?",
+        [("schedule", {"message": "Saving energy", "at": "13:00"})],
+    )
+    await asyncio.sleep(0.1)
+    assert [t.status for t in _manager(entry).open_tasks()] == [
+        "pending",
+        "pending",
+        "suspended",
+    ]
+    before = len(telegram.sent_messages(ALICE_ID))
+    async with _restarted(hass, telegram, entry, freezer, at(28, 12)) as (
+        new,
+        restarted,
+    ):
+        await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+        await _quiet(new)
+        assert sorted(_texts_since(telegram, before)) == [
+            (
+                "I stopped watching: Garage Door (cover.garage_door) is open did "
+                "not happen before 10:00.\n(task 1, set on Fri 28 Mar at 09:00)"
+            ),
+            (
+                "Task 2 ended: it watched a device the assistant can no longer "
+                "see (removed, or no longer exposed to Assist), so it can no "
+                "longer be checked.\n(task 2, set on Fri 28 Mar at 09:00)"
+            ),
+        ]
+        assert _manager(restarted).open_tasks() == []
+        await _move_to(new, freezer, at(28, 13) + timedelta(seconds=1))
+        assert len(_texts_since(telegram, before)) == 2
