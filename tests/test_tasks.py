@@ -2196,9 +2196,7 @@ async def test_tasks_shows_an_action_on_a_hidden_device_without_naming_it(
     await telegram.send_command("/tasks")
     await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
     listed = _texts_since(telegram, before)[0]
-    assert listed.endswith(
-        "then turn off on a device the assistant can no longer see"
-    )
+    assert listed.endswith("then turn off on a device the assistant can no longer see")
     assert "kitchen" not in listed.lower()
     before = len(telegram.sent_messages(ALICE_ID))
     await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
@@ -2269,7 +2267,12 @@ async def test_a_busy_database_after_an_action_ran_never_runs_it_twice(
         [
             (
                 "schedule",
-                {"message": "", "at": "10:00", "repeat": "daily", "action": TURN_ON_BED},
+                {
+                    "message": "",
+                    "at": "10:00",
+                    "repeat": "daily",
+                    "action": TURN_ON_BED,
+                },
             )
         ],
     )
@@ -2285,9 +2288,9 @@ async def test_a_busy_database_after_an_action_ran_never_runs_it_twice(
     await _move_to(hass, freezer, at(28, 10) + timedelta(seconds=1))
     await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
     await _quiet(hass)
+    done = "Done: Turn on Bed Light (light.bed_light)"
     assert _texts_since(telegram, before) == [
-        "Done: Turn on Bed Light (light.bed_light)\n"
-        "(task 1, set on Fri 28 Mar at 09:00)"
+        f"{done}\n(task 1, set on Fri 28 Mar at 09:00)"
     ]
     [task] = _manager(entry).open_tasks()
     assert task.status == TaskStatus.RUNNING
@@ -2368,3 +2371,332 @@ async def test_watches_and_unconfirmed_tasks_that_ended_while_home_assistant_was
         assert _manager(restarted).open_tasks() == []
         await _move_to(new, freezer, at(28, 13) + timedelta(seconds=1))
         assert len(_texts_since(telegram, before)) == 2
+
+
+@pytest.mark.parametrize(
+    ("opened", "told"),
+    [(at(28, 21, 0), True), (at(28, 21, 55), False)],
+    ids=["open for an hour", "open for five minutes"],
+)
+async def test_a_check_at_22_that_the_garage_has_been_open_for_10_minutes(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    opened: datetime,
+    told: bool,
+) -> None:
+    """At 22:00, if it has been open 10 minutes by then: open since 21:55 is not."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10 pm tell me if the garage has been open for 10 minutes",
+        [
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "at": "22:00",
+                    "for_minutes": 10,
+                    "message": "The garage was left open",
+                },
+            )
+        ],
+    )
+    await _move_to(hass, freezer, opened)
+    _set(hass, GARAGE, "open")
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 22, 0) + timedelta(seconds=1))
+    await _settled(entry)
+    if told:
+        await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        assert _texts_since(telegram, before)[0].startswith(
+            "👀 The garage was left open\n"
+        )
+    else:
+        assert _texts_since(telegram, before) == []
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_a_check_at_a_time_on_a_device_removed_meanwhile(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """At 22:00 the freezer sensor is gone: its maker is told, without its name."""
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.freezer", "-18", {"friendly_name": "Freezer"})
+    async_expose_entity(hass, "conversation", "sensor.freezer", True)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10 pm tell me if the freezer is warmer than -10",
+        [("watch", {"entity_id": "sensor.freezer", "state": ">-10", "at": "22:00"})],
+    )
+    hass.states.async_remove("sensor.freezer")
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 22, 0) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    [text] = _texts_since(telegram, before)
+    assert text.startswith(
+        "Task 1 ended: it watched a device the assistant can no longer see"
+    )
+    assert "freezer" not in text.lower()
+    await _settled(entry)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_an_assist_task_without_a_user_acts_as_the_integration(
+    hass: HomeAssistant,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    service_calls: list[Event[Any]],
+) -> None:
+    """A voice satellite with no user: the action runs as the acting user."""
+    entry = await _setup(hass, fake_ollama)
+    agent = er.async_get(hass).async_get_entity_id(
+        "conversation", DOMAIN, entry.entry_id
+    )
+    fake_ollama.tool_call(
+        "schedule", {"message": "", "at": "20m", "action": TURN_ON_BED}
+    ).reply("OK")
+    await conversation.async_converse(
+        hass,
+        "In 20 minutes turn on the bed light",
+        None,
+        Context(),
+        language="en",
+        agent_id=agent,
+    )
+    [task] = _manager(entry).open_tasks()
+    assert task.owner == "assist"
+    await _move_to(hass, freezer, at(28, 9, 20) + timedelta(seconds=5))
+    await _quiet(hass)
+    assert hass.states.get(BED).state == "on"
+    [call] = service_calls
+    assert call.context.user_id == acting_user_id(hass)
+    messages = [
+        n["message"]
+        for n in persistent_notification._async_get_or_create_notifications(
+            hass
+        ).values()
+    ]
+    assert any(
+        m.startswith("Done: Turn on Bed Light (light.bed_light)") for m in messages
+    )
+
+
+async def test_a_cancelled_task_between_two_others(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """19:00 and 20:00 kept, 19:30 cancelled: nothing at 19:30, 20:00 on time."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Three reminders",
+        [
+            ("schedule", {"message": "Bins", "at": "19:00"}),
+            ("schedule", {"message": "Dishes", "at": "19:30"}),
+            ("schedule", {"message": "Pills", "at": "20:00"}),
+        ],
+    )
+    await _ask(telegram, fake_ollama, "No dishes", [("cancel_task", {"task_id": 2})])
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    # Nothing wakes Home Assistant at 19:30: the next timer is for 20:00.
+    assert _manager(entry)._timer_at == at(28, 20).timestamp()
+    await _move_to(hass, freezer, at(28, 19, 59))
+    await _move_to(hass, freezer, at(28, 20) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert [t.splitlines()[0] for t in _texts_since(telegram, before)] == [
+        "⏰ Bins",
+        "⏰ Pills",
+    ]
+
+
+async def test_a_deactivated_account_cannot_remove_a_task(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    hass_admin_user: MockUser,
+) -> None:
+    """An administrator's account, deactivated since: its removal is refused."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00",
+        [("schedule", {"message": "Bins", "at": "19:00"})],
+    )
+    todo = "todo.personal_assistant_tasks"
+    admin = await hass.auth.async_create_user("Old admin", group_ids=["system-admin"])
+    await hass.auth.async_deactivate_user(admin)
+    with pytest.raises(HomeAssistantError, match="Only the person who made"):
+        await hass.services.async_call(
+            "todo",
+            "remove_item",
+            {"entity_id": todo, "item": "1"},
+            blocking=True,
+            context=Context(user_id=admin.id),
+        )
+    assert len(_manager(entry).open_tasks()) == 1
+
+
+async def test_a_stored_watch_whose_state_cannot_be_read(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A watch stored with a state this version refuses (over 100 characters).
+
+    It is not armed and is logged; /tasks shows the stored state, bounded,
+    so it can be cancelled. One that checks at 22:00 is not met then.
+    """
+    entry = await _setup(hass, fake_ollama)
+    now = time.time()
+    unreadable = "open " + "and more " * 15
+
+    def insert(conn: sqlite3.Connection) -> None:
+        for fire_at in (None, at(28, 22).timestamp()):
+            store.insert(
+                conn,
+                NewTask(
+                    kind=TaskKind.WATCH,
+                    owner=f"telegram:{ALICE_ID}",
+                    owner_name="Alice",
+                    ha_user_id=None,
+                    conversation_key=None,
+                    bot_entry_id=telegram.entry_id,
+                    chat_id=ALICE_ID,
+                    message=None,
+                    action=None,
+                    fire_at=fire_at,
+                    entity_id=GARAGE,
+                    condition=unreadable,
+                ),
+                status=TaskStatus.PENDING,
+                now=now,
+                cap=10**6,
+            )
+
+    await entry.runtime_data.storage.database.async_run(insert)
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await _manager(entry).ready.wait()
+    assert "Task 1 has a condition that cannot be read" in caplog.text
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    # Bounded to 40 characters.
+    garage_is = (
+        "Garage Door (cover.garage_door) is open and more and more and more and mor…"
+    )
+    assert _texts_since(telegram, before)[0].splitlines() == [
+        "Your tasks:",
+        f"👀 #1 when {garage_is}",
+        f"👀 #2 at 22:00, if {garage_is}",
+    ]
+    _set(hass, GARAGE, "open")
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 22) + timedelta(seconds=1))
+    await _settled(entry)
+    assert _texts_since(telegram, before) == []
+    assert [t.id for t in _manager(entry).open_tasks()] == [1]
+
+
+async def test_a_task_caught_firing_by_an_unload_is_not_run_again(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    service_calls: list[Event[Any]],
+) -> None:
+    """Unloaded while its lock is still locking: loaded again, its maker is told."""
+    monkeypatch.setattr("homeassistant.components.demo.lock.LOCK_UNLOCK_DELAY", 600)
+    await async_setup_house(hass)
+    async_expose_entity(hass, "conversation", "lock.kitchen_door", True)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    await _manager(entry).ready.wait()
+    lock = {"domain": "lock", "service": "lock", "entity_id": "lock.kitchen_door"}
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10:00 lock the kitchen door",
+        [("schedule", {"message": "", "at": "10:00", "action": lock})],
+    )
+    await _quiet(hass)
+    due = at(28, 10) + timedelta(seconds=1)
+    freezer.move_to(due)
+    fire_time_changed(hass, dt_util.as_utc(due))
+    # Not hass.async_block_till_done(): it would wait for the lock to finish.
+    for _ in range(100):
+        if hass.states.get("lock.kitchen_door").state == "locking":
+            break
+        await asyncio.sleep(0.01)
+    assert hass.states.get("lock.kitchen_door").state == "locking"
+    before = len(telegram.sent_messages(ALICE_ID))
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    assert _texts_since(telegram, before) == []
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await _manager(entry).ready.wait()
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before) == [
+        (
+            "Task 1 was interrupted by a restart while it ran, so it was not run "
+            "again. Check that it did what you wanted."
+        )
+    ]
+    await _quiet(hass)
+    assert len(service_calls) == 1
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_tasks_made_and_cancelled_often_leave_nothing_behind(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """80 reminders made and cancelled: none fires, and their times are dropped.
+
+    The one reminder kept comes on time.
+    """
+    entry = await _setup(hass, fake_ollama)
+    for batch in range(4):
+        first = 20 * batch + 1
+        fake_ollama.tool_calls(
+            [
+                *(
+                    ("schedule", {"message": f"Reminder {n}", "at": f"{n % 20 + 2}h"})
+                    for n in range(first, first + 20)
+                ),
+                *(("cancel_task", {"task_id": n}) for n in range(first, first + 20)),
+            ]
+        )
+        await _ask(telegram, fake_ollama, "Twenty reminders, then none", [])
+        assert _manager(entry).open_tasks() == []
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 10:30",
+        [("schedule", {"message": "Kept", "at": "10:30"})],
+    )
+    # The cancelled times no longer wait in the timer heap.
+    assert len(_manager(entry)._heap) == 1
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 10, 30) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await _move_to(hass, freezer, at(29, 8))
+    assert _texts_since(telegram, before) == [
+        "⏰ Kept\n(task 81, set on Fri 28 Mar at 09:00)"
+    ]
