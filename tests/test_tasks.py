@@ -2522,32 +2522,43 @@ async def test_a_cancelled_task_between_two_others(
     ]
 
 
-async def test_a_deactivated_account_cannot_remove_a_task(
+@pytest.mark.usefixtures("hass_owner_user")
+async def test_a_deactivated_account_cannot_remove_its_tasks(
     hass: HomeAssistant,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
-    hass_admin_user: MockUser,
 ) -> None:
-    """An administrator's account, deactivated since: its removal is refused."""
-    entry = await _setup(hass, fake_ollama)
+    """Alice's linked HA account removes her to-do items; deactivated, it cannot."""
+    alice = await hass.auth.async_create_user("Alice", group_ids=["system-users"])
+    entry = await _setup(
+        hass, fake_ollama, **{CONF_USER_MAPPING: {str(ALICE_ID): alice.id}}
+    )
     await _ask(
         telegram,
         fake_ollama,
-        "Remind me at 19:00",
-        [("schedule", {"message": "Bins", "at": "19:00"})],
+        "Remind me at 19:00 and at 20:00",
+        [
+            ("schedule", {"message": "Bins", "at": "19:00"}),
+            ("schedule", {"message": "Pills", "at": "20:00"}),
+        ],
     )
     todo = "todo.personal_assistant_tasks"
-    admin = await hass.auth.async_create_user("Old admin", group_ids=["system-admin"])
-    await hass.auth.async_deactivate_user(admin)
-    with pytest.raises(HomeAssistantError, match="Only the person who made"):
+
+    async def remove(item: str) -> None:
         await hass.services.async_call(
             "todo",
             "remove_item",
-            {"entity_id": todo, "item": "1"},
+            {"entity_id": todo, "item": item},
             blocking=True,
-            context=Context(user_id=admin.id),
+            context=Context(user_id=alice.id),
         )
-    assert len(_manager(entry).open_tasks()) == 1
+
+    await remove("1")
+    assert [t.id for t in _manager(entry).open_tasks()] == [2]
+    await hass.auth.async_deactivate_user(alice)
+    with pytest.raises(HomeAssistantError, match="Only the person who made"):
+        await remove("2")
+    assert [t.id for t in _manager(entry).open_tasks()] == [2]
 
 
 async def test_a_stored_watch_whose_state_cannot_be_read(
