@@ -10,6 +10,7 @@ US/Pacific (the test default); the tests start on Friday 28 March 2025 at
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
@@ -36,6 +37,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 )
 
 from custom_components.ha_personal_assistant.const import (
+    CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_USER_IDS,
     CONF_USER_MAPPING,
     DOMAIN,
@@ -1767,3 +1769,945 @@ async def test_a_german_user_reads_the_tasks_in_german(
             "⏰ Müll rausstellen\n(Aufgabe 1, erstellt am Fr., 28. März um 09:00)"
         )
         await _settled(restarted)
+
+
+CANNOT_READ_SOON = (
+    "Error: cannot read the time 'soon': use a local time such as 19:00 or "
+    "7:30pm (the next one), a local date and time such as 2025-03-28 19:00, "
+    "'tomorrow 07:00', 'friday 18:00', or a delay such as 20m, 2h, 1h30m or "
+    "'in 20 minutes'"
+)
+NOT_SEEN = (
+    "Error: an entity_id you gave is not an entity you can see; use "
+    "list_entities to find the right one"
+)
+
+
+async def test_the_model_is_told_why_a_task_was_not_set_up(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Every task the tools refuse comes back as a sentence; nothing is stored."""
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.hidden", "3")
+    refused: list[tuple[str, dict[str, Any], str]] = [
+        (
+            "schedule",
+            {"message": "Lights", "at": "19:00", "action": {"service": "turn_off"}},
+            (
+                "Error: action must hold call_service's arguments: domain, "
+                'service, entity_id and optional data, e.g. {"domain": "light", '
+                '"service": "turn_off", "entity_id": "light.kitchen"}'
+            ),
+        ),
+        (
+            "schedule",
+            {
+                "message": "Restart",
+                "at": "19:00",
+                "action": {"domain": "homeassistant", "service": "restart"},
+            },
+            (
+                "Error: Refused: homeassistant.restart is blocked for the "
+                "assistant. Nothing was scheduled."
+            ),
+        ),
+        (
+            "schedule",
+            {"message": "  ", "at": "19:00"},
+            "Error: give a message, an action, or both",
+        ),
+        ("schedule", {"message": "Bins", "at": "soon"}, CANNOT_READ_SOON),
+        (
+            "schedule",
+            {"message": "Bins", "at": "19:00", "repeat": "monthly"},
+            (
+                "Error: repeat must be one of none, daily, weekdays or weekly, "
+                "not 'monthly'"
+            ),
+        ),
+        (
+            "watch",
+            {"entity_id": "sensor.hidden", "state": "on"},
+            NOT_SEEN,
+        ),
+        (
+            "watch",
+            {"entity_id": "sensor.nowhere", "state": "on"},
+            NOT_SEEN,
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": "open", "until": "soon"},
+            CANNOT_READ_SOON,
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": " "},
+            "Error: state is empty: give the state to wait for, e.g. 'off' or '>25'",
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": "open", "at": "22:00", "until": "23:00"},
+            "Error: give either at (check once) or until (a time limit), not both",
+        ),
+        (
+            "watch",
+            {"entity_id": GARAGE, "state": "open", "for_minutes": 30 * 24 * 60},
+            "Error: for_minutes must be between 0 and 10080",
+        ),
+        ("cancel_task", {"task_id": 99}, "Error: There is no open task 99 of yours."),
+    ]
+    fake_ollama.tool_calls([(name, args) for name, args, _ in refused])
+    await _ask(telegram, fake_ollama, "Lots of things", [])
+    results = _tool_results(fake_ollama)
+    assert len(results) == len(refused)
+    for result, (name, args, expected) in zip(results, refused, strict=True):
+        assert result == expected, (name, args)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_a_watch_on_the_state_a_device_is_already_in(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Already open: "when it opens" waits for the next opening (the model is told).
+
+    "Open for 10 minutes" counts the minutes it has already been open.
+    """
+    await _setup(hass, fake_ollama)
+    _set(hass, GARAGE, "open")
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me when the garage opens, and when it has been open 10 minutes",
+        [
+            ("watch", {"entity_id": GARAGE, "state": "open", "message": "Opened"}),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "for_minutes": 10,
+                    "message": "Open for 10 minutes",
+                },
+            ),
+        ],
+    )
+    now_open, held = _tool_results(fake_ollama)
+    assert now_open.endswith(
+        '"note":"cover.garage_door is open already; the watch fires the next '
+        'time it becomes so."}'
+    )
+    assert "note" not in held
+    before = len(telegram.sent_messages(ALICE_ID))
+    # Only an attribute changes: still open, not opened again.
+    attributes = dict(hass.states.get(GARAGE).attributes)
+    hass.states.async_set(GARAGE, "open", {**attributes, "current_position": 90})
+    await _move_to(hass, freezer, at(28, 9, 9))
+    assert _texts_since(telegram, before) == []
+    await _move_to(hass, freezer, at(28, 9, 10) + timedelta(seconds=5))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before) == [
+        (
+            "👀 Open for 10 minutes\n(Garage Door (cover.garage_door) is now open.)"
+            "\n(task 2, set on Fri 28 Mar at 09:00)"
+        )
+    ]
+    _set(hass, GARAGE, "closed")
+    _set(hass, GARAGE, "open")
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[1].startswith("👀 Opened\n")
+
+
+async def test_a_reload_of_the_watched_device_neither_fires_nor_ends_a_watch(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """The garage's integration reloads: its state goes and comes back "open".
+
+    That is not an opening, and the 10 minutes count again from its return.
+    """
+    entry = await _setup(hass, fake_ollama)
+    _set(hass, GARAGE, "open")
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me when the garage opens, and when it has been open 10 minutes",
+        [
+            ("watch", {"entity_id": GARAGE, "state": "open", "message": "Opened"}),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "for_minutes": 10,
+                    "message": "Open for 10 minutes",
+                },
+            ),
+        ],
+    )
+    before = len(telegram.sent_messages(ALICE_ID))
+    attributes = dict(hass.states.get(GARAGE).attributes)
+    await _move_to(hass, freezer, at(28, 9, 5))
+    # Removed from the state machine while its integration reloads (still
+    # registered): not a device that is gone.
+    hass.states.async_remove(GARAGE)
+    await _move_to(hass, freezer, at(28, 9, 10) + timedelta(seconds=5))
+    assert _texts_since(telegram, before) == []
+    assert len(_manager(entry).open_tasks()) == 2
+    await _move_to(hass, freezer, at(28, 9, 11))
+    hass.states.async_set(GARAGE, "open", attributes)
+    await _move_to(hass, freezer, at(28, 9, 20))
+    assert _texts_since(telegram, before) == []
+    await _move_to(hass, freezer, at(28, 9, 21) + timedelta(seconds=5))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    [text] = _texts_since(telegram, before)
+    assert text.startswith("👀 Open for 10 minutes\n")
+    await _settled(entry)
+    [plain] = _manager(entry).open_tasks()
+    assert plain.message == "Opened"
+
+
+async def test_list_tasks_tells_the_model_each_task_in_the_integrations_words(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """list_tasks: the time, the repeat, what a watch waits for, the action."""
+    await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Three things",
+        [
+            ("schedule", {"message": "", "at": "19:00", "action": TURN_ON_BED}),
+            ("watch", {"entity_id": GARAGE, "state": "open", "until": "23:00"}),
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "not closed",
+                    "at": "22:00",
+                    "message": "Still open?",
+                },
+            ),
+        ],
+    )
+    await _ask(telegram, fake_ollama, "What have I set?", [("list_tasks", {})])
+    listed = _tool_results(fake_ollama)[-1]
+    assert json.loads(listed) == {
+        "tasks": [
+            {
+                "task_id": 1,
+                "kind": "schedule",
+                "at": "2025-03-28 19:00",
+                "repeat": "none",
+                "action": "Turn on Bed Light (light.bed_light)",
+            },
+            {
+                "task_id": 2,
+                "kind": "watch",
+                "watch": "Garage Door (cover.garage_door) is open",
+                "until": "2025-03-28 23:00",
+            },
+            {
+                "task_id": 3,
+                "kind": "watch",
+                "watch": "Garage Door (cover.garage_door) is no longer closed",
+                "checks_at": "2025-03-28 22:00",
+                "message": "Still open?",
+            },
+        ]
+    }
+
+
+async def test_a_task_waiting_for_its_confirm_in_lists_and_after_a_cancel(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Made while a web page was read: /tasks and list_tasks say it waits.
+
+    Its message was written while outside text was in the prompt, so a new
+    conversation that lists it asks Confirm for a state change too. Cancelled
+    from /tasks, its old Confirm button arms nothing.
+    """
+    entry = await _setup(hass, fake_ollama)
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "save energy"})
+    await _ask(
+        telegram,
+        fake_ollama,
+        "How can I save energy?",
+        [("schedule", {"message": "Saving energy", "at": "20m"})],
+    )
+    await asyncio.sleep(0.1)
+    create = _newest_with_buttons(telegram, ALICE_ID)
+    assert create["text"].startswith('Please confirm:\nCreate task 1: 09:20 "Saving')
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    listing = _newest_with_buttons(telegram, ALICE_ID)
+    assert listing["text"] == (
+        'Your tasks:\n⏰ #1 09:20 "Saving energy" (waiting for your Confirm)'
+    )
+    # A new conversation, no outside text in it, until the tasks are listed.
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/new")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "What is set, and turn off the kitchen light",
+        [
+            ("list_tasks", {}),
+            (
+                "call_service",
+                {"domain": "light", "service": "turn_off", "entity_id": KITCHEN},
+            ),
+        ],
+    )
+    listed, _turn_on = _tool_results(fake_ollama)
+    assert json.loads(listed)["tasks"] == [
+        {
+            "task_id": 1,
+            "kind": "schedule",
+            "at": "2025-03-28 09:20",
+            "repeat": "none",
+            "message": "Saving energy",
+            "status": "waiting for the user's Confirm",
+        }
+    ]
+    await asyncio.sleep(0.1)
+    turn_off = _newest_with_buttons(telegram, ALICE_ID)
+    assert turn_off["text"].startswith(
+        "Please confirm:\nTurn off Kitchen Lights (light.kitchen_lights)\n\n"
+        "I ask because text from outside the house is still in this conversation "
+        "(tasks made while outside text was in the conversation)."
+    )
+    assert hass.states.get(KITCHEN).state == "on"
+    # Cancelled from /tasks; then the old Create button is pressed.
+    await telegram.press_button("/taskcancel_1", message_id=listing["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == "Cancelled task 1."
+    await telegram.press_button(_buttons(create)[0][1], message_id=create["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 2)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == (
+        'It did not work: Create task 1: 09:20 "Saving energy"\n'
+        "the task is no longer waiting (it expired or was cancelled)"
+    )
+    await _quiet(hass)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_an_admins_tasks_list_is_bounded_and_a_forged_button_does_nothing(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """/tasks all for an admin of the options: 50 lines, then how many more.
+
+    A button no list ever showed (a client can send any callback data)
+    cancels nothing.
+    """
+    entry = await _setup(hass, fake_ollama, **{CONF_ADMIN_USER_IDS: [BOB_ID]})
+    now = time.time()
+
+    def insert(conn: sqlite3.Connection) -> None:
+        for n in range(55):
+            store.insert(
+                conn,
+                NewTask(
+                    kind=TaskKind.SCHEDULE,
+                    owner=f"telegram:{ALICE_ID}",
+                    owner_name="Alice",
+                    ha_user_id=None,
+                    conversation_key=None,
+                    bot_entry_id=telegram.entry_id,
+                    chat_id=ALICE_ID,
+                    message=f"Task {n + 1}",
+                    action=None,
+                    fire_at=now + 3600 * (n + 1),
+                ),
+                status=TaskStatus.PENDING,
+                now=now,
+                cap=10**6,
+            )
+
+    await entry.runtime_data.storage.database.async_run(insert)
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await _manager(entry).ready.wait()
+    before = len(telegram.sent_messages(BOB_ID))
+    await telegram.send_command("/tasks", "all", chat_id=BOB_ID)
+    await telegram.wait_for_sent(before + 1, chat_id=BOB_ID)
+    listing = _newest_with_buttons(telegram, BOB_ID)
+    lines = listing["text"].splitlines()
+    assert lines[0] == "Everyone's tasks:"
+    assert lines[1] == '⏰ #1 (Alice) 10:00 "Task 1"'
+    assert lines[50].startswith('⏰ #50 (Alice) Sun 30 Mar 11:00 "Task 50"')
+    assert lines[51:] == ["and 5 more"]
+    assert len(_buttons(listing)) == 50
+    await telegram.press_button(
+        "/taskcancel_abc", chat_id=BOB_ID, message_id=listing["message_id"]
+    )
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    assert telegram.calls("answerCallbackQuery")[-1]["text"] == (
+        "This task is no longer open."
+    )
+    assert len(_manager(entry).open_tasks()) == 55
+
+
+async def test_tasks_shows_an_action_on_a_hidden_device_without_naming_it(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """A long reminder is bounded; a device hidden since is not named in /tasks.
+
+    The model wrote the service as "light.turn_off" with an empty domain: read
+    as light.turn_off.
+    """
+    await _setup(hass, fake_ollama)
+    long_message = "\n".join(f"Line {n}: " + "x" * 70 for n in range(10))
+    action = {"domain": "", "service": "light.turn_off", "entity_id": KITCHEN}
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 19:00 tell me all this and turn off the kitchen light",
+        [("schedule", {"message": long_message, "at": "19:00", "action": action})],
+    )
+    assert _tool_results(fake_ollama)[-1].startswith('{"result":"scheduled"')
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before)[0].endswith(
+        "then Turn off Kitchen Lights (light.kitchen_lights)"
+    )
+    async_expose_entity(hass, "conversation", KITCHEN, False)
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    listed = _texts_since(telegram, before)[0]
+    assert listed.endswith("then turn off on a device the assistant can no longer see")
+    assert "kitchen" not in listed.lower()
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    reminder = _texts_since(telegram, before)[0].removeprefix("⏰ ")
+    # The message: its first 500 characters, then an ellipsis.
+    told = reminder[: reminder.index("…") + 1]
+    assert len(told) == 500
+    assert told.startswith("Line 0: xxx")
+    assert long_message.startswith(told[:-1])
+    assert hass.states.get(KITCHEN).state == "on"
+
+
+async def test_a_busy_database_at_start_loads_the_tasks_shortly_after(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """The file is locked as Home Assistant starts: the tasks come a bit later."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 to put out the bins",
+        [("schedule", {"message": "Put out the bins", "at": "19:00"})],
+    )
+    todo = "todo.personal_assistant_tasks"
+    async with _restarted(
+        hass, telegram, entry, freezer, at(28, 12), state=CoreState.starting
+    ) as (new, restarted):
+        restarted.runtime_data.storage.database.gate.failed("database is locked")
+        new.set_state(CoreState.running)
+        new.bus.async_fire(EVENT_HOMEASSISTANT_STARTED)
+        await _quiet(new)
+        assert not _manager(restarted).ready.is_set()
+        assert new.states.get(todo).state == "0"
+        await _move_to(new, freezer, at(28, 12, 0) + timedelta(seconds=31))
+        await _manager(restarted).ready.wait()
+        await new.async_block_till_done()
+        assert new.states.get(todo).state == "1"
+        before = len(telegram.sent_messages(ALICE_ID))
+        await _move_to(new, freezer, at(28, 19) + timedelta(seconds=1))
+        await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        assert _texts_since(telegram, before) == [
+            "⏰ Put out the bins\n(task 1, set on Fri 28 Mar at 09:00)"
+        ]
+
+
+async def test_a_busy_database_after_an_action_ran_never_runs_it_twice(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    service_calls: list[Event[Any]],
+    fired: list[Event[Any]],
+) -> None:
+    """The file locks while the light turns on: told once, stored once it answers.
+
+    Until then the task stays running (not due again); the daily one then
+    goes on from tomorrow.
+    """
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Every day at 10:00 turn on the bed light",
+        [
+            (
+                "schedule",
+                {
+                    "message": "",
+                    "at": "10:00",
+                    "repeat": "daily",
+                    "action": TURN_ON_BED,
+                },
+            )
+        ],
+    )
+    gate = entry.runtime_data.storage.database.gate
+
+    @callback
+    def lock(event: Event[Any]) -> None:
+        if event.data["service"] == "turn_on":
+            gate.failed("database is locked")
+
+    hass.bus.async_listen(EVENT_CALL_SERVICE, lock)
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 10) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await _quiet(hass)
+    done = "Done: Turn on Bed Light (light.bed_light)"
+    assert _texts_since(telegram, before) == [
+        f"{done}\n(task 1, set on Fri 28 Mar at 09:00)"
+    ]
+    [task] = _manager(entry).open_tasks()
+    assert task.status == TaskStatus.RUNNING
+    await _move_to(hass, freezer, at(28, 10, 0) + timedelta(seconds=32))
+    await _quiet(hass)
+    [task] = _manager(entry).open_tasks()
+    assert task.status == TaskStatus.PENDING
+    assert task.fire_at == at(29, 10).timestamp()
+    assert len(service_calls) == 1
+    assert [e.data["outcome"] for e in fired] == ["done"]
+    assert len(_texts_since(telegram, before)) == 1
+    # The audit row could not be written then; nothing else is lost.
+    rows = await entry.runtime_data.storage.database.async_run(
+        lambda conn: conn.execute("SELECT outcome FROM action_audit_log").fetchall()
+    )
+    assert rows == []
+    await _move_to(hass, freezer, at(29, 10) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert len(service_calls) == 2
+
+
+async def test_watches_and_unconfirmed_tasks_that_ended_while_home_assistant_was_down(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Down from 09:00 to 12:00; at start each is settled, and its maker told.
+
+    A watch until 10:00 is over; a watched sensor no longer exists; a task
+    never confirmed has expired (and never fires).
+    """
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.freezer", "-18", {"friendly_name": "Freezer"})
+    async_expose_entity(hass, "conversation", "sensor.freezer", True)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Tell me if the garage opens before 10, or the freezer gets warm",
+        [
+            ("watch", {"entity_id": GARAGE, "state": "open", "until": "10:00"}),
+            ("watch", {"entity_id": "sensor.freezer", "state": ">-10"}),
+        ],
+    )
+    monkeypatch.setattr(web, "DDGS", Results(POISON))
+    fake_ollama.tool_call("web_search", {"query": "save energy"})
+    await _ask(
+        telegram,
+        fake_ollama,
+        "How can I save energy?",
+        [("schedule", {"message": "Saving energy", "at": "13:00"})],
+    )
+    await asyncio.sleep(0.1)
+    assert [t.status for t in _manager(entry).open_tasks()] == [
+        "pending",
+        "pending",
+        "suspended",
+    ]
+    before = len(telegram.sent_messages(ALICE_ID))
+    async with _restarted(hass, telegram, entry, freezer, at(28, 12)) as (
+        new,
+        restarted,
+    ):
+        await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+        await _quiet(new)
+        assert sorted(_texts_since(telegram, before)) == [
+            (
+                "I stopped watching: Garage Door (cover.garage_door) is open did "
+                "not happen before 10:00.\n(task 1, set on Fri 28 Mar at 09:00)"
+            ),
+            (
+                "Task 2 ended: it watched a device the assistant can no longer "
+                "see (removed, or no longer exposed to Assist), so it can no "
+                "longer be checked.\n(task 2, set on Fri 28 Mar at 09:00)"
+            ),
+        ]
+        assert _manager(restarted).open_tasks() == []
+        await _move_to(new, freezer, at(28, 13) + timedelta(seconds=1))
+        assert len(_texts_since(telegram, before)) == 2
+
+
+@pytest.mark.parametrize(
+    ("opened", "told"),
+    [(at(28, 21, 0), True), (at(28, 21, 55), False)],
+    ids=["open for an hour", "open for five minutes"],
+)
+async def test_a_check_at_22_that_the_garage_has_been_open_for_10_minutes(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    opened: datetime,
+    told: bool,
+) -> None:
+    """At 22:00, if it has been open 10 minutes by then: open since 21:55 is not."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10 pm tell me if the garage has been open for 10 minutes",
+        [
+            (
+                "watch",
+                {
+                    "entity_id": GARAGE,
+                    "state": "open",
+                    "at": "22:00",
+                    "for_minutes": 10,
+                    "message": "The garage was left open",
+                },
+            )
+        ],
+    )
+    await _move_to(hass, freezer, opened)
+    _set(hass, GARAGE, "open")
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 22, 0) + timedelta(seconds=1))
+    await _settled(entry)
+    if told:
+        await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+        assert _texts_since(telegram, before)[0].startswith(
+            "👀 The garage was left open\n"
+        )
+    else:
+        assert _texts_since(telegram, before) == []
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_a_check_at_a_time_on_a_device_removed_meanwhile(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """At 22:00 the freezer sensor is gone: its maker is told, without its name."""
+    entry = await _setup(hass, fake_ollama)
+    hass.states.async_set("sensor.freezer", "-18", {"friendly_name": "Freezer"})
+    async_expose_entity(hass, "conversation", "sensor.freezer", True)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10 pm tell me if the freezer is warmer than -10",
+        [("watch", {"entity_id": "sensor.freezer", "state": ">-10", "at": "22:00"})],
+    )
+    hass.states.async_remove("sensor.freezer")
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 22, 0) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    [text] = _texts_since(telegram, before)
+    assert text.startswith(
+        "Task 1 ended: it watched a device the assistant can no longer see"
+    )
+    assert "freezer" not in text.lower()
+    await _settled(entry)
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_an_assist_task_without_a_user_acts_as_the_integration(
+    hass: HomeAssistant,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    service_calls: list[Event[Any]],
+) -> None:
+    """A voice satellite with no user: the action runs as the acting user."""
+    entry = await _setup(hass, fake_ollama)
+    agent = er.async_get(hass).async_get_entity_id(
+        "conversation", DOMAIN, entry.entry_id
+    )
+    fake_ollama.tool_call(
+        "schedule", {"message": "", "at": "20m", "action": TURN_ON_BED}
+    ).reply("OK")
+    await conversation.async_converse(
+        hass,
+        "In 20 minutes turn on the bed light",
+        None,
+        Context(),
+        language="en",
+        agent_id=agent,
+    )
+    [task] = _manager(entry).open_tasks()
+    assert task.owner == "assist"
+    await _move_to(hass, freezer, at(28, 9, 20) + timedelta(seconds=5))
+    await _quiet(hass)
+    assert hass.states.get(BED).state == "on"
+    [call] = service_calls
+    assert call.context.user_id == acting_user_id(hass)
+    messages = [
+        n["message"]
+        for n in persistent_notification._async_get_or_create_notifications(
+            hass
+        ).values()
+    ]
+    assert any(
+        m.startswith("Done: Turn on Bed Light (light.bed_light)") for m in messages
+    )
+
+
+async def test_a_cancelled_task_between_two_others(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """19:00 and 20:00 kept, 19:30 cancelled: nothing at 19:30, 20:00 on time."""
+    entry = await _setup(hass, fake_ollama)
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Three reminders",
+        [
+            ("schedule", {"message": "Bins", "at": "19:00"}),
+            ("schedule", {"message": "Dishes", "at": "19:30"}),
+            ("schedule", {"message": "Pills", "at": "20:00"}),
+        ],
+    )
+    await _ask(telegram, fake_ollama, "No dishes", [("cancel_task", {"task_id": 2})])
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    # Nothing wakes Home Assistant at 19:30: the next timer is for 20:00.
+    assert _manager(entry)._timer_at == at(28, 20).timestamp()
+    await _move_to(hass, freezer, at(28, 19, 59))
+    await _move_to(hass, freezer, at(28, 20) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert [t.splitlines()[0] for t in _texts_since(telegram, before)] == [
+        "⏰ Bins",
+        "⏰ Pills",
+    ]
+
+
+@pytest.mark.usefixtures("hass_owner_user")
+async def test_a_deactivated_account_cannot_remove_its_tasks(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Alice's linked HA account removes her to-do items; deactivated, it cannot."""
+    alice = await hass.auth.async_create_user("Alice", group_ids=["system-users"])
+    entry = await _setup(
+        hass, fake_ollama, **{CONF_USER_MAPPING: {str(ALICE_ID): alice.id}}
+    )
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 19:00 and at 20:00",
+        [
+            ("schedule", {"message": "Bins", "at": "19:00"}),
+            ("schedule", {"message": "Pills", "at": "20:00"}),
+        ],
+    )
+    todo = "todo.personal_assistant_tasks"
+
+    async def remove(item: str) -> None:
+        await hass.services.async_call(
+            "todo",
+            "remove_item",
+            {"entity_id": todo, "item": item},
+            blocking=True,
+            context=Context(user_id=alice.id),
+        )
+
+    await remove("1")
+    assert [t.id for t in _manager(entry).open_tasks()] == [2]
+    await hass.auth.async_deactivate_user(alice)
+    with pytest.raises(HomeAssistantError, match="Only the person who made"):
+        await remove("2")
+    assert [t.id for t in _manager(entry).open_tasks()] == [2]
+
+
+async def test_a_stored_watch_whose_state_cannot_be_read(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A watch stored with a state this version refuses (over 100 characters).
+
+    It is not armed and is logged; /tasks shows the stored state, bounded,
+    so it can be cancelled. One that checks at 22:00 is not met then.
+    """
+    entry = await _setup(hass, fake_ollama)
+    now = time.time()
+    unreadable = "open " + "and more " * 15
+
+    def insert(conn: sqlite3.Connection) -> None:
+        for fire_at in (None, at(28, 22).timestamp()):
+            store.insert(
+                conn,
+                NewTask(
+                    kind=TaskKind.WATCH,
+                    owner=f"telegram:{ALICE_ID}",
+                    owner_name="Alice",
+                    ha_user_id=None,
+                    conversation_key=None,
+                    bot_entry_id=telegram.entry_id,
+                    chat_id=ALICE_ID,
+                    message=None,
+                    action=None,
+                    fire_at=fire_at,
+                    entity_id=GARAGE,
+                    condition=unreadable,
+                ),
+                status=TaskStatus.PENDING,
+                now=now,
+                cap=10**6,
+            )
+
+    await entry.runtime_data.storage.database.async_run(insert)
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await _manager(entry).ready.wait()
+    assert "Task 1 has a condition that cannot be read" in caplog.text
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/tasks")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    # Bounded to 40 characters.
+    garage_is = (
+        "Garage Door (cover.garage_door) is open and more and more and more and mor…"
+    )
+    assert _texts_since(telegram, before)[0].splitlines() == [
+        "Your tasks:",
+        f"👀 #1 when {garage_is}",
+        f"👀 #2 at 22:00, if {garage_is}",
+    ]
+    _set(hass, GARAGE, "open")
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 22) + timedelta(seconds=1))
+    await _settled(entry)
+    assert _texts_since(telegram, before) == []
+    assert [t.id for t in _manager(entry).open_tasks()] == [1]
+
+
+async def test_a_task_caught_firing_by_an_unload_is_not_run_again(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    service_calls: list[Event[Any]],
+) -> None:
+    """Unloaded while its lock is still locking: loaded again, its maker is told."""
+    monkeypatch.setattr("homeassistant.components.demo.lock.LOCK_UNLOCK_DELAY", 600)
+    await async_setup_house(hass)
+    async_expose_entity(hass, "conversation", "lock.kitchen_door", True)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    await _manager(entry).ready.wait()
+    lock = {"domain": "lock", "service": "lock", "entity_id": "lock.kitchen_door"}
+    await _ask(
+        telegram,
+        fake_ollama,
+        "At 10:00 lock the kitchen door",
+        [("schedule", {"message": "", "at": "10:00", "action": lock})],
+    )
+    await _quiet(hass)
+    due = at(28, 10) + timedelta(seconds=1)
+    freezer.move_to(due)
+    fire_time_changed(hass, dt_util.as_utc(due))
+    # Not hass.async_block_till_done(): it would wait for the lock to finish.
+    for _ in range(100):
+        if hass.states.get("lock.kitchen_door").state == "locking":
+            break
+        await asyncio.sleep(0.01)
+    assert hass.states.get("lock.kitchen_door").state == "locking"
+    before = len(telegram.sent_messages(ALICE_ID))
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    assert _texts_since(telegram, before) == []
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await _manager(entry).ready.wait()
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts_since(telegram, before) == [
+        (
+            "Task 1 was interrupted by a restart while it ran, so it was not run "
+            "again. Check that it did what you wanted."
+        )
+    ]
+    await _quiet(hass)
+    assert len(service_calls) == 1
+    assert _manager(entry).open_tasks() == []
+
+
+async def test_tasks_made_and_cancelled_often_leave_nothing_behind(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """80 reminders made and cancelled: none fires, and their times are dropped.
+
+    The one reminder kept comes on time.
+    """
+    entry = await _setup(hass, fake_ollama)
+    for batch in range(4):
+        first = 20 * batch + 1
+        fake_ollama.tool_calls(
+            [
+                *(
+                    ("schedule", {"message": f"Reminder {n}", "at": f"{n % 20 + 2}h"})
+                    for n in range(first, first + 20)
+                ),
+                *(("cancel_task", {"task_id": n}) for n in range(first, first + 20)),
+            ]
+        )
+        await _ask(telegram, fake_ollama, "Twenty reminders, then none", [])
+        assert _manager(entry).open_tasks() == []
+    await _ask(
+        telegram,
+        fake_ollama,
+        "Remind me at 10:30",
+        [("schedule", {"message": "Kept", "at": "10:30"})],
+    )
+    # The cancelled times no longer wait in the timer heap.
+    assert len(_manager(entry)._heap) == 1
+    before = len(telegram.sent_messages(ALICE_ID))
+    await _move_to(hass, freezer, at(28, 10, 30) + timedelta(seconds=1))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    await _move_to(hass, freezer, at(29, 8))
+    assert _texts_since(telegram, before) == [
+        "⏰ Kept\n(task 81, set on Fri 28 Mar at 09:00)"
+    ]

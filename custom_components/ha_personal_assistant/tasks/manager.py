@@ -769,10 +769,8 @@ class TaskManager:
             await self._async_interrupted(task, now)
             return
         if task.status == TaskStatus.SUSPENDED:
-            if task.created_at + self.confirmation_timeout <= now:
-                await self._async_settle(task, TaskStatus.EXPIRED, "never confirmed")
-            else:
-                self._keep(task)
+            # Not kept by _as_stored (at the same ``now``): its Confirm expired.
+            await self._async_settle(task, TaskStatus.EXPIRED, "never confirmed")
             return
         # Not armed before these: a past-due timer would fire it as well.
         if task.kind == TaskKind.WATCH and task.until is not None and task.until <= now:
