@@ -369,6 +369,8 @@ class FakeOllama:
         self.embed_delay: float | Callable[[list[str]], float] = 0.0
         # An Ollama older than 0.1.38 has no /api/ps: it answers 404.
         self.no_ps = False
+        # Seconds /api/tags takes (a server still starting with the house).
+        self.tags_delay = 0.0
 
     # ------------------------------------------------------------------ setup
 
@@ -599,6 +601,8 @@ class FakeOllama:
     async def _handle_tags(self, request: web.Request) -> web.Response:
         """``GET /api/tags``: the installed models."""
         self.requests.append(RecordedRequest(request.method, request.path))
+        if self.tags_delay:
+            await asyncio.sleep(self.tags_delay)
         modified_at = "2025-05-01T10:00:00.000000000Z"
         return web.json_response(
             {

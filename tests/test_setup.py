@@ -27,7 +27,12 @@ from custom_components.ha_personal_assistant.security.confirmations import (
 )
 from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
-from .common import async_setup_assistant, async_setup_house, errors_logged
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    errors_logged,
+    last_user_content,
+)
 
 if TYPE_CHECKING:
     import pytest
@@ -424,3 +429,35 @@ async def test_a_slow_stop_is_cut_short_and_the_unload_still_closes_all(
         assert await hass.config_entries.async_unload(entry.entry_id)
     assert entry.state is ConfigEntryState.NOT_LOADED
     assert _worker_threads() == []
+
+
+async def test_messages_that_come_while_the_assistant_starts_are_answered(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """telegram_bot is up first; what it delivers meanwhile is answered in order.
+
+    At a start, Telegram delivers at once what was written while Home
+    Assistant was down, while the assistant still asks its model server.
+    """
+    await async_setup_house(hass)
+    fake_ollama.tags_delay = 0.5
+    setup = asyncio.ensure_future(async_setup_assistant(hass, fake_ollama))
+    for _ in range(500):
+        if any(r.path == "/api/tags" for r in fake_ollama.requests):
+            break
+        await asyncio.sleep(0.01)
+    fake_ollama.reply("It is locked.").reply("It is closed.")
+    await telegram.send_text("Is the front door locked?")
+    await telegram.send_text("And the garage?")
+    assert not setup.done()
+    assert telegram.sent_messages() == []
+
+    await setup
+    sent = await telegram.wait_for_sent(2)
+    assert [m["text"] for m in sent] == ["It is locked.", "It is closed."]
+    asked = [last_user_content(r) for r in fake_ollama.chat_requests]
+    assert "Is the front door locked?" in asked[0]
+    assert "And the garage?" in asked[1]
+    # Answered, so nothing is reported as interrupted at the next start.
+    await hass.async_block_till_done()
+    assert len(telegram.sent_messages()) == 2

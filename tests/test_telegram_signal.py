@@ -15,7 +15,10 @@ from homeassistant.components.telegram_bot import bot as telegram_bot_module
 from homeassistant.components.telegram_bot import const as telegram_bot_const
 from homeassistant.components.telegram_bot.helpers import signal as telegram_signal
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.dispatcher import async_dispatcher_connect
+from homeassistant.helpers.dispatcher import (
+    async_dispatcher_connect,
+    async_dispatcher_send,
+)
 from telegram import Update
 from telegram.ext import Application, TypeHandler
 
@@ -26,9 +29,11 @@ from custom_components.ha_personal_assistant.telegram import (
     EVENT_COMMAND,
     EVENT_TEXT,
     LANGUAGE_HANDLER_GROUP,
+    parse_update,
+)
+from custom_components.ha_personal_assistant.telegram_watch import (
     SIGNAL_UPDATE_EVENT,
     bot_signal,
-    parse_update,
 )
 
 from .common import async_setup_assistant, async_setup_house
@@ -229,3 +234,22 @@ async def test_a_bot_without_the_application_is_named_in_the_log(
     await telegram.send_text("Hallo")
     sent = await telegram.wait_for_sent(1)
     assert sent[0]["text"] == "Hello."
+
+
+async def test_updates_kept_while_starting_are_bounded(
+    hass: HomeAssistant, telegram: TelegramHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A flood while the assistant starts keeps the oldest; the rest is logged."""
+    early = telegram_watch.EarlyUpdates(hass)
+    early.async_start()
+    limit = telegram_watch.MAX_EARLY_UPDATES
+    signal = f"{SIGNAL_UPDATE_EVENT}_{BOT_ID}"
+    for number in range(limit + 3):
+        async_dispatcher_send(hass, signal, EVENT_TEXT, {"text": str(number)})
+    kept = early.async_stop()
+    assert [data["text"] for _, _, data in kept] == [str(n) for n in range(limit)]
+    assert {entry_id for entry_id, _, _ in kept} == {telegram.entry_id}
+    assert "3 Telegram updates that came while the assistant started" in caplog.text
+    # Stopped: later updates are the gateway's, not kept here.
+    async_dispatcher_send(hass, signal, EVENT_TEXT, {"text": "late"})
+    assert early.async_stop() == []

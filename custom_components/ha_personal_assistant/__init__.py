@@ -37,6 +37,7 @@ from .store.shared import (
     async_shutdown_storage,
     storage_dir,
 )
+from .telegram_watch import EarlyUpdates
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,6 +64,11 @@ async def async_setup_entry(
 ) -> bool:
     """Probe the model server, open storage, build the agent and start listening."""
     model: str = entry.data[CONF_MODEL]
+    # What telegram_bot delivers while this setup runs is kept for the
+    # gateway (dropped if the setup fails).
+    early = EarlyUpdates(hass)
+    early.async_start()
+    entry.async_on_unload(early.async_discard)
     backend = await async_create_backend(hass, entry.data)
     try:
         models = await backend.async_list_models()
@@ -122,7 +128,7 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
-    await data.gateway.async_start()
+    await data.gateway.async_start(early)
     if data.tasks is not None:
         # Armed once Home Assistant has started (the entities they watch).
         data.tasks.async_start()

@@ -79,7 +79,12 @@ from .tasks.chat import (
     async_cancel_press,
     async_listing,
 )
-from .telegram_watch import SignalWatch
+from .telegram_watch import (
+    TELEGRAM_DOMAIN,
+    EarlyUpdates,
+    SignalWatch,
+    bot_signal,
+)
 from .tools.registry import ToolError
 
 if TYPE_CHECKING:
@@ -97,7 +102,6 @@ if TYPE_CHECKING:
     from .store.actions import PendingAction
     from .tasks.manager import TaskManager
 
-TELEGRAM_DOMAIN: Final = "telegram_bot"
 EVENT_TEXT: Final = "telegram_text"
 EVENT_COMMAND: Final = "telegram_command"
 EVENT_CALLBACK: Final = "telegram_callback"
@@ -107,8 +111,6 @@ EVENT_ATTACHMENT: Final = "telegram_attachment"
 EVENT_TYPES: Final = frozenset(
     {EVENT_TEXT, EVENT_COMMAND, EVENT_CALLBACK, EVENT_ATTACHMENT}
 )
-# telegram_bot's dispatcher signal (``telegram_bot.const.SIGNAL_UPDATE_EVENT``).
-SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
 # Telegram retries a webhook update for at most a day; a week is ample to
 # recognize edits and replays, and keeps the table small.
 SEEN_RETENTION: Final = 7 * 24 * 3600  # seconds
@@ -281,19 +283,6 @@ def _as_int(value: object) -> int | None:
     if isinstance(value, str) and value.lstrip("-").isdigit():
         return int(value)
     return None
-
-
-def bot_signal(bot_entry: ConfigEntry[Any]) -> str | None:
-    """Return the dispatcher signal telegram_bot sends each update of a bot on.
-
-    The bot id is the number before the colon of the API token. Dispatcher
-    signals are internal to Home Assistant: neither the REST API, nor a
-    websocket client, nor an automation or script can send one, unlike events.
-    """
-    token = bot_entry.data.get("api_key")
-    if not isinstance(token, str) or not token.partition(":")[0].isdigit():
-        return None
-    return f"{SIGNAL_UPDATE_EVENT}_{token.partition(':')[0]}"
 
 
 def parse_update(  # noqa: PLR0911 - each check rejects
@@ -598,15 +587,18 @@ class TelegramGateway:
             OrderedDict()
         )
 
-    async def async_start(self) -> None:
+    async def async_start(self, early: EarlyUpdates | None = None) -> None:
         """Listen for telegram_bot's events, unless another entry already does.
 
         The messages a stop left unanswered are taken first: a message that
         comes in at once (Telegram delivers what was sent while Home
         Assistant was down as soon as it is back) is this start's own, not
-        one to report as interrupted.
+        one to report as interrupted. ``early`` holds what telegram_bot
+        delivered while the entry was being set up: answered first, in order.
         """
         if not async_claim_telegram(self.hass, self.entry.entry_id):
+            if early is not None:
+                early.async_stop()
             LOGGER.warning(
                 "Another Personal Assistant entry already answers Telegram; "
                 "%s stays silent there",
@@ -626,6 +618,11 @@ class TelegramGateway:
         # obey what telegram_bot received from Telegram.
         for bot_entry in self.hass.config_entries.async_entries(TELEGRAM_DOMAIN):
             self._async_follow_bot(bot_entry)
+        if early is not None:
+            # No await since the bots were followed: every update is either
+            # in ``early`` or comes to the gateway itself, never both.
+            for bot_entry_id, event_type, data in early.async_stop():
+                self._async_on_update(bot_entry_id, event_type, data)
         self._unsubs.append(self.signal_watch.async_start())
         self._unsubs.append(self.signal_watch.async_remove_issue)
         self._unsubs.append(

@@ -21,11 +21,20 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.const import __version__ as ha_version
 from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.helpers.dispatcher import async_dispatcher_connect
 
 from .const import DOMAIN, LOGGER
 
 if TYPE_CHECKING:
     import asyncio
+
+    from homeassistant.config_entries import ConfigEntry
+
+TELEGRAM_DOMAIN: Final = "telegram_bot"
+# telegram_bot's dispatcher signal (``telegram_bot.const.SIGNAL_UPDATE_EVENT``).
+SIGNAL_UPDATE_EVENT: Final = "telegram_bot_update_event"
+# Updates kept while the assistant starts; more are dropped (and logged).
+MAX_EARLY_UPDATES: Final = 200
 
 ISSUE_SIGNAL_SILENT: Final = "telegram_signal_silent"
 # How long after telegram_bot's event its signal may still come.
@@ -37,6 +46,80 @@ ISSUE_TRACKER: Final = (
 )
 
 type UpdateKey = tuple[str, object, object, object]
+# (telegram_bot entry id, event type, event data) as the signal carried it.
+type EarlyUpdate = tuple[str, str, Mapping[str, Any]]
+
+
+def bot_signal(bot_entry: ConfigEntry[Any]) -> str | None:
+    """Return the dispatcher signal telegram_bot sends each update of a bot on.
+
+    The bot id is the number before the colon of the API token. Dispatcher
+    signals are internal to Home Assistant: neither the REST API, nor a
+    websocket client, nor an automation or script can send one, unlike events.
+    """
+    token = bot_entry.data.get("api_key")
+    if not isinstance(token, str) or not token.partition(":")[0].isdigit():
+        return None
+    return f"{SIGNAL_UPDATE_EVENT}_{token.partition(':')[0]}"
+
+
+class EarlyUpdates:
+    """Keep the updates telegram_bot delivers while the assistant starts.
+
+    telegram_bot is set up first and receives at once what was written while
+    Home Assistant was down (polling fetches it, Telegram posts it to the
+    webhook). The assistant needs a few seconds more (the model server is
+    asked, the databases opened): what comes meanwhile is kept here and
+    answered, in order, once the gateway listens. A setup that fails drops
+    it, as before.
+    """
+
+    def __init__(self, hass: HomeAssistant) -> None:
+        """Nothing is followed yet."""
+        self.hass = hass
+        self._updates: list[EarlyUpdate] = []
+        self._unsubs: list[CALLBACK_TYPE] = []
+        self._dropped = 0
+
+    @callback
+    def async_start(self) -> None:
+        """Follow every telegram_bot entry's updates."""
+        for bot_entry in self.hass.config_entries.async_entries(TELEGRAM_DOMAIN):
+            if (name := bot_signal(bot_entry)) is None:
+                continue
+            entry_id = bot_entry.entry_id
+
+            @callback
+            def _on_update(
+                event_type: str, data: Mapping[str, Any], entry_id: str = entry_id
+            ) -> None:
+                if len(self._updates) >= MAX_EARLY_UPDATES:
+                    self._dropped += 1
+                    return
+                self._updates.append((entry_id, event_type, data))
+
+            self._unsubs.append(async_dispatcher_connect(self.hass, name, _on_update))
+
+    @callback
+    def async_discard(self) -> None:
+        """Stop following and drop what was kept (the setup failed)."""
+        self.async_stop()
+
+    @callback
+    def async_stop(self) -> list[EarlyUpdate]:
+        """Stop following; return what came meanwhile, oldest first."""
+        while self._unsubs:
+            self._unsubs.pop()()
+        updates, self._updates = self._updates, []
+        if self._dropped:
+            LOGGER.warning(
+                "%s Telegram updates that came while the assistant started "
+                "were dropped (more than %s)",
+                self._dropped,
+                MAX_EARLY_UPDATES,
+            )
+            self._dropped = 0
+        return updates
 
 
 def update_key(event_type: str, data: Mapping[str, Any]) -> UpdateKey:
