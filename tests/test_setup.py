@@ -212,8 +212,10 @@ async def _checkpoint_bytes(checkpoints: CheckpointStore) -> int:
     conn = checkpoints.saver.inner.conn
     total = 0
     for sql in (
-        "SELECT COALESCE(SUM(COALESCE(LENGTH(checkpoint), 0)"
-        " + COALESCE(LENGTH(metadata), 0)), 0) FROM checkpoints",
+        (
+            "SELECT COALESCE(SUM(COALESCE(LENGTH(checkpoint), 0)"
+            " + COALESCE(LENGTH(metadata), 0)), 0) FROM checkpoints"
+        ),
         "SELECT COALESCE(SUM(COALESCE(LENGTH(value), 0)), 0) FROM writes",
     ):
         async with conn.execute(sql) as cur:
