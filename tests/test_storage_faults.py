@@ -348,16 +348,16 @@ def _garbage(path: Path) -> None:
 
 
 def _damaged_inside(path: Path) -> None:
-    """Spoil the cell pointers of the page that holds the conversation."""
-    with closing(sqlite3.connect(path)) as conn:
-        root, page_size = conn.execute(
-            "SELECT rootpage, (SELECT page_size FROM pragma_page_size())"
-            " FROM sqlite_master WHERE name IN ('checkpoints', 'conversation_history')"
-        ).fetchone()
+    """A page that belongs to nothing: the header is fine, quick_check lists it."""
     data = bytearray(path.read_bytes())
-    offset = (root - 1) * page_size
-    data[offset + 8 : offset + 12] = b"\xff" * 4
-    path.write_bytes(bytes(data))
+    page_size = int.from_bytes(data[16:18], "big")
+    pages = int.from_bytes(data[28:32], "big")
+    data[28:32] = (pages + 1).to_bytes(4, "big")
+    path.write_bytes(bytes(data) + bytes(page_size))
+    # SQLite's quick_check lists what it found (it does not fail outright).
+    with closing(sqlite3.connect(path)) as conn:
+        found = conn.execute("PRAGMA quick_check").fetchall()
+    assert found == [(f"*** in database main ***\nPage {pages + 1} is never used",)]
 
 
 @pytest.mark.parametrize("file", ["database", "checkpoints"])
