@@ -289,6 +289,29 @@ async def test_removed_chunks_go_and_a_small_change_is_not_timed_again(
     assert timed
 
 
+async def test_a_new_embedding_model_replaces_the_sqlite_vec_index(
+    database: Database,
+) -> None:
+    """Reindexed with a 32-dimension model: sqlite-vec answers in the new space."""
+    await fill(database, clustered(300))
+    new = clustered(300, seed=11, dim=32)
+    store = VectorStore(database, database._executor)  # type: ignore[arg-type]
+    await store.async_load("new-embed")
+    assert len(store) == 0
+    for start in range(0, len(new), 16):
+        await store.async_add(
+            [
+                (start + i + 1, row.tolist())
+                for i, row in enumerate(new[start : start + 16])
+            ]
+        )
+    assert Engine.VEC0 in store.engines()
+    for query in queries(new, 10):
+        assert await search(database, store, query, Engine.VEC0) == exact_top(
+            new, query
+        )
+
+
 def test_chunks_follow_paragraphs_and_overlap() -> None:
     """Paragraphs stay whole when they fit; long ones split at sentences."""
     short = "First paragraph.\n\nSecond paragraph."
