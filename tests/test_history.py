@@ -746,6 +746,41 @@ async def test_a_history_cleared_while_its_summary_waits_is_not_summarized(
 
 
 @pytest.mark.usefixtures("learning_without_pause")
+async def test_clear_history_without_a_chat_forgets_every_chat_and_learns_nothing(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """clear_history for all chats: no chat remembers, nothing is learned later."""
+    entry = await _setup(hass, fake_ollama, quiet=60.0)
+    _script(fake_ollama, [])
+    await _talk(telegram, 0, 2)
+    await telegram.send_text("bobs question", chat_id=BOB_ID, user_id=BOB_ID)
+    await telegram.wait_for_sent(1, chat_id=BOB_ID)
+    response = await hass.services.async_call(
+        DOMAIN, "clear_history", {}, blocking=True, return_response=True
+    )
+    assert response == {"sessions": 2}
+    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    # Each chat starts over.
+    await _talk(telegram, 2, 1)
+    alice = [str(m["content"]) for m in _chats(fake_ollama)[-1]["messages"]]
+    assert not any("question 0" in c or "question 1" in c for c in alice)
+    before = len(telegram.sent_messages(BOB_ID))
+    await telegram.send_text("bob again", chat_id=BOB_ID, user_id=BOB_ID)
+    await telegram.wait_for_sent(before + 1, chat_id=BOB_ID)
+    bob = [str(m["content"]) for m in _chats(fake_ollama)[-1]["messages"]]
+    assert not any("bobs question" in c for c in bob)
+    # The chats go quiet: what was cleared is neither summarized nor learned.
+    await _settled(hass)
+    background = [r for r in fake_ollama.chat_requests if _is_background(r)]
+    assert background
+    assert not any(
+        "question 0" in str(m["content"]) or "bobs question" in str(m["content"])
+        for r in background
+        for m in r["messages"]
+    )
+
+
+@pytest.mark.usefixtures("learning_without_pause")
 async def test_one_sweep_at_a_time_summarizes_a_session_once(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:

@@ -14,6 +14,7 @@ from homeassistant.util import dt as dt_util
 
 from custom_components.ha_personal_assistant.const import (
     CHECKPOINT_FILE,
+    DATABASE_FILE,
     MAX_CONCURRENT_MODEL_CALLS,
     STORAGE_DIR,
 )
@@ -190,8 +191,8 @@ async def test_one_chat_in_order_and_other_chats_in_parallel_within_two_slots(
     assert elapsed >= 2 * SLOW
 
 
-def _file_size(hass: HomeAssistant) -> int:
-    path = Path(hass.config.path(STORAGE_DIR)) / CHECKPOINT_FILE
+def _file_size(hass: HomeAssistant, name: str = CHECKPOINT_FILE) -> int:
+    path = Path(hass.config.path(STORAGE_DIR)) / name
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
@@ -289,6 +290,62 @@ async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
     )
     assert "The current one" in prompt
     assert "s7 t1" not in prompt
+
+
+async def test_a_month_old_conversation_is_pruned_and_the_database_shrinks(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """assistant.db gives the space of a pruned conversation back to the disk."""
+    monkeypatch.setattr(store_database, "VACUUM_MIN_FREE_PAGES", 4)
+    fake_ollama.default = _echo
+    await async_setup_house(hass)
+    entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)
+    database = entry.runtime_data.storage.database
+    # Bob told a long story a month ago; Alice talks today.
+    for turn in range(6):
+        await telegram.send_text(f"b{turn} " + "story " * 3000, chat_id=BOB_ID)
+        await telegram.wait_for_sent(turn + 1, chat_id=BOB_ID)
+    await telegram.send_text("Today's question")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+
+    def age(conn: sqlite3.Connection) -> None:
+        old = time.time() - 31 * DAY
+        conn.execute(
+            "UPDATE conversation_sessions SET last_activity = ?, started_at = ?"
+            " WHERE conversation_key LIKE ?",
+            (old, old, f"%:{BOB_ID}"),
+        )
+
+    await database.async_run(age)
+    size_before = await hass.async_add_executor_job(_file_size, hass, DATABASE_FILE)
+
+    fire_time_changed(hass, dt_util.utcnow() + timedelta(hours=7))
+
+    async def shrunk() -> bool:
+        size = await hass.async_add_executor_job(_file_size, hass, DATABASE_FILE)
+        return size < size_before / 2
+
+    await _wait_for(shrunk)
+    await hass.async_block_till_done()
+    # Bob's story is gone; Alice's conversation goes on.
+    before = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_text("Still there?")
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    prompt = "\n".join(
+        str(m.get("content", "")) for m in fake_ollama.chat_requests[-1]["messages"]
+    )
+    assert "Today's question" in prompt
+    before = len(telegram.sent_messages(BOB_ID))
+    await telegram.send_text("Where were we?", chat_id=BOB_ID)
+    await telegram.wait_for_sent(before + 1, chat_id=BOB_ID)
+    prompt = "\n".join(
+        str(m.get("content", "")) for m in fake_ollama.chat_requests[-1]["messages"]
+    )
+    assert "story" not in prompt
 
 
 async def test_pruning_is_not_in_the_response_path(

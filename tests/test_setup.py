@@ -38,6 +38,10 @@ if TYPE_CHECKING:
     import pytest
     from homeassistant.core import HomeAssistant
 
+    from custom_components.ha_personal_assistant.store.checkpoints import (
+        CheckpointStore,
+    )
+
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
 
@@ -213,6 +217,24 @@ async def test_a_missing_model_still_loads_and_explains_itself(
     assert "ollama pull qwen3:4b" in sent[0]["text"]
 
 
+async def _checkpoint_bytes(checkpoints: CheckpointStore) -> int:
+    """Return the bytes the checkpoint tables hold."""
+    assert checkpoints.saver is not None
+    conn = checkpoints.saver.inner.conn
+    total = 0
+    for sql in (
+        (
+            "SELECT COALESCE(SUM(COALESCE(LENGTH(checkpoint), 0)"
+            " + COALESCE(LENGTH(metadata), 0)), 0) FROM checkpoints"
+        ),
+        "SELECT COALESCE(SUM(COALESCE(LENGTH(value), 0)), 0) FROM writes",
+    ):
+        async with conn.execute(sql) as cur:
+            row = await cur.fetchone()
+        total += int(row[0]) if row else 0
+    return total
+
+
 async def test_two_hundred_turns_keep_checkpoints_small(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
@@ -239,7 +261,7 @@ async def test_two_hundred_turns_keep_checkpoints_small(
     on_disk = sum(
         p.stat().st_size for p in path.parent.glob(f"{CHECKPOINT_FILE}*") if p.is_file()
     )
-    stored = await assistant.checkpoints.async_size()
+    stored = await _checkpoint_bytes(assistant.checkpoints)
     assert stored / turns <= 20 * 1024
     assert on_disk / turns <= 20 * 1024
     # The history stays within its room: trimmed in large steps, it never

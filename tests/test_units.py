@@ -161,6 +161,28 @@ async def database(tmp_path: Path):
     executor.shutdown()
 
 
+async def test_after_the_stop_no_database_call_starts(tmp_path: Path) -> None:
+    """Once HA's stop shut the executor, a late call is refused, never queued.
+
+    Late callers (an Assist request or a service call while HA stops) get
+    an error that names the shutdown, and nothing reaches the file.
+    """
+    executor = BlockingExecutor()
+    db = Database(tmp_path / "assistant.db", executor)
+    await db.async_open()
+    await db.async_close()
+    await asyncio.to_thread(executor.shutdown)
+    assert executor.closed
+    ran: list[str] = []
+
+    def write(_conn: sqlite3.Connection) -> None:
+        ran.append("write")
+
+    with pytest.raises(RuntimeError, match="The executor is shut down"):
+        await db.async_run(write)
+    assert ran == []
+
+
 async def test_session_continues_until_the_timeout(database: Database) -> None:
     """Messages within the timeout share a thread; silence starts a new one."""
     first = await database.async_current_session("chat", 1000.0, 60)

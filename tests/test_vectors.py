@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+import sqlite_vec
 
 from custom_components.ha_personal_assistant.documents import chunk_text
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
@@ -15,7 +17,7 @@ from custom_components.ha_personal_assistant.store.vectors import Engine, Vector
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import AsyncGenerator
+    from collections.abc import AsyncGenerator, Callable
     from pathlib import Path
 
 DIM = 64
@@ -48,13 +50,13 @@ async def database(tmp_path: Path) -> AsyncGenerator[Database]:
         executor.shutdown()
 
 
-def clustered(n: int, seed: int = 7) -> np.ndarray:
+def clustered(n: int, seed: int = 7, dim: int = DIM) -> np.ndarray:
     """Embedding-like vectors: a shared direction, 30 topics, noise."""
     rng = np.random.default_rng(seed)
-    common = rng.normal(size=DIM)
-    centers = rng.normal(size=(30, DIM))
+    common = rng.normal(size=dim)
+    centers = rng.normal(size=(30, dim))
     topic = rng.integers(0, 30, n)
-    return (1.5 * common + centers[topic] + 0.8 * rng.normal(size=(n, DIM))).astype(
+    return (1.5 * common + centers[topic] + 0.8 * rng.normal(size=(n, dim))).astype(
         np.float32
     )
 
@@ -63,7 +65,7 @@ def queries(data: np.ndarray, count: int = 40) -> np.ndarray:
     """Queries that paraphrase stored vectors."""
     rng = np.random.default_rng(3)
     picks = rng.integers(0, len(data), count)
-    return data[picks] + rng.normal(size=(count, DIM)).astype(np.float32)
+    return data[picks] + rng.normal(size=(count, data.shape[1])).astype(np.float32)
 
 
 async def fill(database: Database, data: np.ndarray, **kwargs: object) -> VectorStore:
@@ -189,6 +191,125 @@ async def test_removed_chunks_are_never_returned(database: Database) -> None:
     for engine in store.engines():
         assert 42 not in await search(database, store, query, engine)
     assert len(store) == 499
+
+
+def _no_extension_support(monkeypatch: pytest.MonkeyPatch) -> None:
+    # As on a Python whose sqlite3 was built without extension loading.
+    monkeypatch.setattr(sqlite_vec, "load", lambda conn: conn.load_extension_missing())
+
+
+@pytest.mark.parametrize(
+    ("break_it", "reason"),
+    [
+        (
+            lambda mp: mp.setitem(sys.modules, "sqlite_vec", None),
+            "sqlite-vec is not installed",
+        ),
+        (
+            lambda mp: mp.setattr(
+                sqlite_vec, "loadable_path", lambda: "/nonexistent/vec0"
+            ),
+            "sqlite-vec did not load",
+        ),
+        (_no_extension_support, "this Python's sqlite3 cannot load extensions"),
+    ],
+    ids=["not-installed", "does-not-load", "no-extension-support"],
+)
+async def test_without_sqlite_vec_numpy_answers_and_the_log_says_why_once(
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    break_it: Callable[[pytest.MonkeyPatch], None],
+    reason: str,
+) -> None:
+    """No sqlite-vec (missing, broken, or no extension support): same answers."""
+    break_it(monkeypatch)
+    data = clustered(300)
+    store = await fill(database, data)
+    assert not store.extension_loaded
+    assert store.engines() == [Engine.EXACT]
+    for query in queries(data, 5):
+        hits = await store.async_search(query.tolist(), 5)
+        assert [c for c, _ in hits] == exact_top(data, query)
+    # Loading again (another model) does not repeat the warning.
+    await store.async_load(MODEL)
+    warnings = [
+        r.getMessage() for r in caplog.records if "uses numpy" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+    assert reason in warnings[0]
+
+
+async def test_embeddings_of_any_size_work_as_sign_bits(database: Database) -> None:
+    """A 100-dimension model over the memory budget from its first batch."""
+    dim = 100
+    data = clustered(3000, dim=dim)
+    # What tells the chunks apart is past the first 64 dimensions (one word
+    # of sign bits): the sign bits of the last 36 must count too.
+    data[:, :64] = 0.0
+    # Not even the first batch of 16 fits: sign bits from the start.
+    store = await fill(database, data, memory_budget=1000, use_extension=False)
+    assert store.engines() == [Engine.BINARY]
+    assert len(store) == 3000
+    found = 0
+    qs = queries(data, 40)
+    qs[:, :64] = 0.0
+    for query in qs:
+        hits = [c for c, _ in await store.async_search(query.tolist(), 5)]
+        found += len(set(hits) & set(exact_top(data, query)))
+    assert found / (5 * len(qs)) >= 0.95
+
+
+async def test_removed_chunks_go_and_a_small_change_is_not_timed_again(
+    database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """async_remove forgets chunks; the engines are re-timed after big changes only."""
+    data = clustered(1100)
+    store = await fill(database, data)
+    assert len(store) == 1100
+    timed: list[Engine] = []
+    original = store._time
+
+    def spy(*args: Any, **kwargs: Any) -> float:
+        timed.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_time", spy)
+    await store.async_remove([])
+    await store.async_remove(range(1, 101))
+    assert len(store) == 1000
+    query = data[0]
+    for engine in store.engines():
+        assert 1 not in await search(database, store, query, engine)
+    # A tenth fewer: the choice stands (timing sqlite-vec can take seconds).
+    assert await store.async_choose_engine(force=False) is store.engine
+    assert timed == []
+    await store.async_remove(range(101, 501))
+    await store.async_choose_engine(force=False)
+    assert timed
+
+
+async def test_a_new_embedding_model_replaces_the_sqlite_vec_index(
+    database: Database,
+) -> None:
+    """Reindexed with a 32-dimension model: sqlite-vec answers in the new space."""
+    await fill(database, clustered(300))
+    new = clustered(300, seed=11, dim=32)
+    store = VectorStore(database, database._executor)  # type: ignore[arg-type]
+    await store.async_load("new-embed")
+    assert len(store) == 0
+    for start in range(0, len(new), 16):
+        await store.async_add(
+            [
+                (start + i + 1, row.tolist())
+                for i, row in enumerate(new[start : start + 16])
+            ]
+        )
+    assert Engine.VEC0 in store.engines()
+    for query in queries(new, 10):
+        assert await search(database, store, query, Engine.VEC0) == exact_top(
+            new, query
+        )
 
 
 def test_chunks_follow_paragraphs_and_overlap() -> None:

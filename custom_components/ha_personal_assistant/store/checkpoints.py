@@ -317,25 +317,6 @@ class CheckpointStore:
         if self.saver is not None:
             await self.saver.adelete_thread(thread_id)
 
-    async def async_size(self) -> int:
-        """Return the bytes the checkpoint tables hold (for tests and diagnostics)."""
-        if self._conn is None:
-            return 0
-        total = 0
-        for table, columns in (
-            ("checkpoints", "checkpoint, metadata"),
-            ("writes", "value"),
-        ):
-            parts = " + ".join(
-                f"COALESCE(LENGTH({c.strip()}), 0)" for c in columns.split(",")
-            )
-            async with self._conn.execute(
-                f"SELECT COALESCE(SUM({parts}), 0) FROM {table}"  # noqa: S608
-            ) as cur:
-                row = await cur.fetchone()
-            total += int(row[0]) if row else 0
-        return total
-
     async def async_close(self) -> None:
         """Close the connection (and its thread)."""
         if self._conn is not None:

@@ -117,17 +117,6 @@ def set_turn_summary(
     )
 
 
-def get_summary(conn: sqlite3.Connection, session_id: int) -> tuple[str | None, int]:
-    """Return a session's summary and the last history id it covers."""
-    row = conn.execute(
-        "SELECT summary, summary_upto FROM conversation_sessions WHERE id = ?",
-        (session_id,),
-    ).fetchone()
-    if row is None:
-        return None, 0
-    return row[0], int(row[1] or 0)
-
-
 def set_summary(
     conn: sqlite3.Connection, session_id: int, summary: str, upto: int
 ) -> None:

@@ -292,7 +292,7 @@ class VectorStore:
         if keep_floats and self._matrix is None and self._bits is None:
             self._matrix = np.zeros((len(self._ids), block.shape[1]), np.float32)
         if not keep_floats and self._matrix is not None:
-            self._to_bits()
+            self._to_bits(self._matrix)
         if not keep_floats and self._bits is None:
             if self._center is None:
                 self._center = block.mean(axis=0).astype(np.float32)
@@ -306,11 +306,9 @@ class VectorStore:
             self._bits[:, start:needed] = _pack(block, self._center).T
         self._count = needed
 
-    def _to_bits(self) -> None:
+    def _to_bits(self, matrix: NDArray[np.float32]) -> None:
         """Trade the float matrix for sign bits once it outgrows the budget."""
-        if self._matrix is None:
-            return
-        live = self._matrix[: self._count]
+        live = matrix[: self._count]
         self._center = live.mean(axis=0).astype(np.float32)
         packed = _pack(live, self._center)
         self._bits = np.zeros((packed.shape[1], len(self._ids)), np.uint64)
