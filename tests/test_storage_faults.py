@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, Self
 
 import pytest
 from homeassistant.config_entries import ConfigEntryState
-from homeassistant.const import EVENT_CALL_SERVICE
+from homeassistant.const import EVENT_CALL_SERVICE, EVENT_HOMEASSISTANT_STOP
 from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
@@ -39,6 +40,7 @@ from custom_components.ha_personal_assistant.store import database as db_module
 
 from .common import async_setup_assistant, async_setup_house, fire_time_changed
 from .fake_ollama import error_reply
+from .telegram_harness import ALICE_ID
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -677,3 +679,51 @@ async def test_a_checkpoint_file_held_at_startup_retries_setup_and_is_kept(
     fake_ollama.reply("Remembered.")
     assert await _ask(telegram, "What is my cat called?") == "Remembered."
     assert REMEMBERED in _prompt_text(fake_ollama)
+
+
+@pytest.mark.usefixtures("short_deadlines")
+async def test_a_service_on_a_locked_file_says_so(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """clear_history while a backup holds the file: a translated message.
+
+    It reaches the caller (an automation, the developer tools) as a message
+    naming the cause, not as an unexpected error.
+    """
+    await _start(hass, fake_ollama, telegram)
+    async with FileLock(_path(hass, "database"), seconds=10):
+        with pytest.raises(HomeAssistantError) as locked:
+            await hass.services.async_call(
+                DOMAIN, "clear_history", {}, blocking=True, return_response=True
+            )
+    assert locked.value.translation_key == "storage_unavailable_service"
+    assert str(locked.value) == (
+        "The assistant's storage is unavailable right now (database is locked); "
+        "try again in a moment"
+    )
+
+
+async def test_a_service_while_home_assistant_stops_says_so(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """An automation on HA's stop asks for a profile: the storage is closed."""
+    await _start(hass, fake_ollama, telegram)
+    hass.bus.async_fire(EVENT_HOMEASSISTANT_STOP)
+    await hass.async_block_till_done()
+    with pytest.raises(HomeAssistantError) as closed:
+        await hass.services.async_call(
+            DOMAIN,
+            "export_profile",
+            {"person": f"telegram:{ALICE_ID}"},
+            blocking=True,
+            return_response=True,
+        )
+    assert closed.value.translation_key == "storage_unavailable_service"
+    assert str(closed.value) == (
+        "The assistant's storage is unavailable right now "
+        "(The executor is shut down); try again in a moment"
+    )

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 
+class ExecutorShutDownError(RuntimeError):
+    """The pool is shut down: Home Assistant stops, or the entry was unloaded."""
+
+
 class BlockingExecutor:
     """Run SQLite, sqlite-vec, ddgs and file work off HA's event loop.
 
@@ -38,7 +42,7 @@ class BlockingExecutor:
         """Run ``func`` in the pool and return its result."""
         if self._closed:
             msg = "The executor is shut down"
-            raise RuntimeError(msg)
+            raise ExecutorShutDownError(msg)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
             self._pool, functools.partial(func, *args, **kwargs)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import sqlite3
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import ServiceCall, ServiceResponse, SupportsResponse, callback
-from homeassistant.exceptions import ServiceValidationError
+from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.service import async_register_admin_service
 
@@ -16,10 +18,13 @@ from .const import (
     MAX_DOCUMENT_CHARS,
     MAX_DOCUMENT_TITLE_CHARS,
 )
+from .executor import ExecutorShutDownError
 from .memory.profile import ProfileMemory
 from .store.history import clear_interactions
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
+
     # At run time HA aliases voluptuous to probatio, whose types its service
     # helpers expect; the voluptuous stubs would not match them.
     import probatio as vol
@@ -185,6 +190,30 @@ async def _async_reindex(call: ServiceCall) -> ServiceResponse:
     }
 
 
+def _storage_errors(
+    handler: Callable[[ServiceCall], Coroutine[Any, Any, ServiceResponse]],
+) -> Callable[[ServiceCall], Coroutine[Any, Any, ServiceResponse]]:
+    """Turn a locked, full or closed storage into a translated error.
+
+    Every service reads or writes the assistant's database: a backup holding
+    the file, a full disk, or Home Assistant stopping (the storage is closed)
+    must reach the caller as a message, not as an unexpected error.
+    """
+
+    @functools.wraps(handler)
+    async def _handle(call: ServiceCall) -> ServiceResponse:
+        try:
+            return await handler(call)
+        except (sqlite3.Error, ExecutorShutDownError) as err:
+            raise HomeAssistantError(
+                translation_domain=DOMAIN,
+                translation_key="storage_unavailable_service",
+                translation_placeholders={"error": str(err)},
+            ) from err
+
+    return _handle
+
+
 @callback
 def async_setup_services(hass: HomeAssistant) -> None:
     """Register the services; admins only (profiles are personal, documents shared)."""
@@ -192,7 +221,7 @@ def async_setup_services(hass: HomeAssistant) -> None:
         hass,
         DOMAIN,
         SERVICE_ADD_DOCUMENT,
-        _async_add_document,
+        _storage_errors(_async_add_document),
         ADD_DOCUMENT_SCHEMA,
         SupportsResponse.OPTIONAL,
     )
@@ -200,7 +229,7 @@ def async_setup_services(hass: HomeAssistant) -> None:
         hass,
         DOMAIN,
         SERVICE_REINDEX,
-        _async_reindex,
+        _storage_errors(_async_reindex),
         REINDEX_SCHEMA,
         SupportsResponse.OPTIONAL,
     )
@@ -208,7 +237,7 @@ def async_setup_services(hass: HomeAssistant) -> None:
         hass,
         DOMAIN,
         SERVICE_CLEAR_HISTORY,
-        _async_clear_history,
+        _storage_errors(_async_clear_history),
         CLEAR_HISTORY_SCHEMA,
         SupportsResponse.OPTIONAL,
     )
@@ -216,7 +245,7 @@ def async_setup_services(hass: HomeAssistant) -> None:
         hass,
         DOMAIN,
         SERVICE_CLEAR_PROFILE,
-        _async_clear_profile,
+        _storage_errors(_async_clear_profile),
         CLEAR_PROFILE_SCHEMA,
         SupportsResponse.OPTIONAL,
     )
@@ -224,7 +253,7 @@ def async_setup_services(hass: HomeAssistant) -> None:
         hass,
         DOMAIN,
         SERVICE_EXPORT_PROFILE,
-        _async_export_profile,
+        _storage_errors(_async_export_profile),
         EXPORT_PROFILE_SCHEMA,
         SupportsResponse.ONLY,
     )
