@@ -816,6 +816,18 @@ async def test_a_vision_model_that_cannot_see_is_explained(
     assert not telegram.api.downloads
 
 
+async def test_a_photo_while_the_model_server_is_down_is_explained(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Ollama cannot be asked about the vision model: said, nothing downloaded."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision", "tools"])
+    await fake_ollama.stop()
+    await telegram.post_update(media_update(telegram, "photo", JPEG, caption="What?"))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("vision_unreachable", model=VISION)
+    assert not telegram.api.downloads
+
+
 async def test_without_a_vision_model_a_photo_gets_a_how_to(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
@@ -972,6 +984,29 @@ async def test_a_failed_voice_reply_leaves_the_text_reply_and_says_so(
     assert sent[0]["text"].endswith("All lights are off.")
     assert sent[1]["text"] == fixed_text("tts_failed", engine="tts.test_speaker")
     assert not telegram.calls("sendVoice")
+    assert transfer_files(hass) == []
+
+
+async def test_a_voice_reply_telegram_refuses_leaves_the_text_and_says_so(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The user's privacy settings forbid voice messages: the text, then a note."""
+    await async_setup_assistant(
+        hass,
+        fake_ollama,
+        **{CONF_STT_ENGINE: STT_ENTITY, CONF_VOICE_REPLIES: True},
+    )
+    telegram.api.fail_next("sendVoice", "Bad Request: VOICE_MESSAGES_FORBIDDEN")
+    fake_ollama.reply("All lights are off.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    assert sent[0]["text"].endswith("All lights are off.")
+    assert sent[1]["text"] == fixed_text("voice_not_sent")
+    assert len(telegram.calls("sendVoice")) == 1
     assert transfer_files(hass) == []
 
 
