@@ -108,6 +108,30 @@ async def test_a_429_is_sent_again_after_retry_after_once(
     ]
 
 
+async def test_a_429_is_waited_for_when_retry_after_comes_as_a_timedelta(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """python-telegram-bot's coming default (PTB_TIMEDELTA): the same wait."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    telegram.api.fail_next(
+        "sendMessage", "Too Many Requests: retry after 1", error_code=429, retry_after=1
+    )
+    fake_ollama.reply("The kitchen lights are on.")
+    await telegram.send_text("Are the kitchen lights on?")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await _settled(hass)
+    refused, delivered = _sends(telegram)
+    assert (refused.ok, delivered.ok) == (False, True)
+    assert delivered.at - refused.at >= 1.0
+    assert [m["text"] for m in telegram.sent_messages()] == [
+        "The kitchen lights are on."
+    ]
+
+
 async def test_a_502_is_retried_with_backoff(
     hass: HomeAssistant,
     assistant: MockConfigEntry,
