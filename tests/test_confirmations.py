@@ -18,7 +18,7 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.security.permissions import ResolvedCall
 
-from .common import async_setup_assistant, async_setup_house
+from .common import async_setup_assistant, async_setup_house, fixed_text
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID
 
 if TYPE_CHECKING:
@@ -340,6 +340,19 @@ async def test_actions_lists_the_senders_decisions(
         "light.turn_on light.bed_light: no confirmation needed, executed"
     )
     assert "Unlock the front door" not in sent[-1]["text"]
+
+
+async def test_actions_says_so_when_nothing_was_done_yet(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """/actions before any action: a plain sentence, and the model is not asked."""
+    await _setup(hass, fake_ollama)
+    await telegram.send_command("/actions")
+    (sent,) = await telegram.wait_for_sent(1)
+    assert sent["text"] == fixed_text("actions_none")
+    assert not fake_ollama.chat_requests
 
 
 # Each step between a press and its audit row, with how many unlocks the

@@ -108,6 +108,30 @@ async def test_a_429_is_sent_again_after_retry_after_once(
     ]
 
 
+async def test_a_429_is_waited_for_when_retry_after_comes_as_a_timedelta(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """python-telegram-bot's coming default (PTB_TIMEDELTA): the same wait."""
+    monkeypatch.setenv("PTB_TIMEDELTA", "true")
+    telegram.api.fail_next(
+        "sendMessage", "Too Many Requests: retry after 1", error_code=429, retry_after=1
+    )
+    fake_ollama.reply("The kitchen lights are on.")
+    await telegram.send_text("Are the kitchen lights on?")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    await _settled(hass)
+    refused, delivered = _sends(telegram)
+    assert (refused.ok, delivered.ok) == (False, True)
+    assert delivered.at - refused.at >= 1.0
+    assert [m["text"] for m in telegram.sent_messages()] == [
+        "The kitchen lights are on."
+    ]
+
+
 async def test_a_502_is_retried_with_backoff(
     hass: HomeAssistant,
     assistant: MockConfigEntry,
@@ -267,3 +291,98 @@ async def test_a_group_reply_finished_by_an_edit_is_retried(
     assert refused == [full]
     assert [m["text"] for m in telegram.bot_messages(GROUP_ID)] == [full]
     assert len(telegram.sent_messages(GROUP_ID)) == 1
+
+
+async def test_a_429_asking_for_more_than_a_minute_is_not_waited_for(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Flood control asking for two minutes: given up at once, said once in the log."""
+    telegram.api.fail_next(
+        "sendMessage",
+        "Too Many Requests: retry after 120",
+        error_code=429,
+        retry_after=120,
+    )
+    fake_ollama.reply("The kitchen lights are on.")
+    await telegram.send_text("Are the kitchen lights on?")
+    await telegram.wait_for_calls("sendMessage", 1)
+    await _settled(hass)
+    await asyncio.sleep(3 * BACKOFF)
+    assert [call.ok for call in _sends(telegram)] == [False]
+    assert telegram.sent_messages() == []
+    assert _warnings(caplog, "Could not send to Telegram") == 1
+
+
+def _long_paragraphs(count: int) -> list[str]:
+    """Paragraphs that each nearly fill a Telegram message."""
+    return [
+        f"Part {n}: " + ("word " * (TELEGRAM_MESSAGE_LIMIT // 5 - 4)).strip()
+        for n in range(count)
+    ]
+
+
+@pytest.fixture
+def quick_edits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Show a group reply's growing message after 0.05 s, then every 0.05 s."""
+    monkeypatch.setattr(telegram_module, "EDIT_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(telegram_module, "EDIT_INTERVAL_SECONDS", 0.05)
+
+
+@pytest.mark.usefixtures("quick_edits")
+async def test_a_long_group_reply_grows_in_one_message_and_goes_on_in_the_next(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The growing message holds the first part; the rest arrives after it."""
+    await telegram.add_allowed_chat(GROUP_ID)
+    first, second = _long_paragraphs(2)
+    full = f"{first}\n\n{second}"
+    fake_ollama.reply(full, text_chunks=[f"{first}\n\n", second], chunk_delay=0.3)
+    await telegram.send_text("Tell me everything", chat_id=GROUP_ID, user_id=ALICE_ID)
+    await telegram.wait_for_sent(2, chat_id=GROUP_ID)
+    await _settled(hass)
+    assert [m["text"] for m in telegram.bot_messages(GROUP_ID)] == [first, second]
+    assert len(telegram.sent_messages(GROUP_ID)) == 2
+
+
+@pytest.mark.usefixtures("quick_edits")
+async def test_a_long_group_reply_whose_first_part_cannot_be_finished_stops_there(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The bot was removed from the group while writing: no later part, one warning."""
+    await telegram.add_allowed_chat(GROUP_ID)
+    first, second = _long_paragraphs(2)
+    opening = first[:100]
+    full = f"{first}\n\n{second}"
+    fake_ollama.reply(
+        full, text_chunks=[opening, full[len(opening) :]], chunk_delay=0.3
+    )
+    await telegram.send_text("Tell me everything", chat_id=GROUP_ID, user_id=ALICE_ID)
+    await telegram.wait_for_sent(1, chat_id=GROUP_ID)
+
+    def kicked(_params: dict[str, Any]) -> Any:
+        raise BotApiError(403, "Forbidden: bot was kicked from the supergroup chat")
+
+    telegram.api.set_handler("editMessageText", kicked)
+    await telegram.wait_for_calls("editMessageText", 1)
+    await _settled(hass)
+    await asyncio.sleep(3 * BACKOFF)
+    # The group keeps the opening shown while the model wrote; the second
+    # part, which would read out of order, was not even tried.
+    [shown] = [m["text"] for m in telegram.bot_messages(GROUP_ID)]
+    assert opening.startswith(shown[:50])
+    assert first.startswith(shown)
+    assert len(shown) <= len(opening)
+    assert len([c for c in _sends(telegram) if c.params["chat_id"] == GROUP_ID]) == 1
+    assert telegram.calls("editMessageText")[-1]["text"] == first
+    assert _warnings(caplog, "Could not send to Telegram") == 1

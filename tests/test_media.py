@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from .speech_mocks import (
     async_setup_speech,
     speech_flow,
 )
-from .telegram_harness import ALICE_ID, media_update
+from .telegram_harness import ALICE_ID, GROUP_ID, MALLORY_ID, media_update
 
 __all__ = ["speech_flow"]
 
@@ -228,6 +229,17 @@ def make_pdf(*pages: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def encrypted_pdf(text: str) -> bytes:
+    """Return a password-protected PDF (as a bank statement comes)."""
+    from pypdf import PdfWriter
+
+    writer = PdfWriter(clone_from=io.BytesIO(make_pdf(text)))
+    writer.encrypt("secret", algorithm="RC4-128")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
 
 
 MANUAL = (
@@ -449,10 +461,47 @@ async def test_a_cancelled_file_is_not_stored(
             "pdf_unreadable",
             {"name": "broken.pdf"},
         ),
+        # Valid UTF-8 with NUL bytes: a binary file named .txt.
+        (
+            b"header\x00\x01\x02 data",
+            "dump.txt",
+            "text/plain",
+            {},
+            "file_not_text",
+            {"name": "dump.txt"},
+        ),
+        (
+            encrypted_pdf(PDF_TEXT),
+            "statement.pdf",
+            "application/pdf",
+            {},
+            "pdf_encrypted",
+            {"name": "statement.pdf"},
+        ),
+        # Readable pages whose text is packed in a way pypdf does not know.
+        (
+            make_pdf(PDF_TEXT).replace(b"<< /Length", b"<< /Filter /Nonsense /Length"),
+            "odd.pdf",
+            "application/pdf",
+            {},
+            "pdf_unreadable",
+            {"name": "odd.pdf"},
+        ),
         # Telegram no longer has the file: the download fails.
         (None, "gone.md", "text/markdown", {"file_size": 10}, "download_failed", {}),
     ],
-    ids=["type", "size", "scan", "empty", "binary", "broken", "download"],
+    ids=[
+        "type",
+        "size",
+        "scan",
+        "empty",
+        "binary",
+        "broken",
+        "nul",
+        "encrypted",
+        "filter",
+        "download",
+    ],
 )
 async def test_a_bad_file_gets_a_clear_reply_and_nothing_is_stored(
     hass: HomeAssistant,
@@ -498,6 +547,122 @@ async def test_files_need_documents_switched_on(
     await async_setup_assistant(hass, fake_ollama)
     reply = await send_file(hass, telegram, MANUAL.encode(), "a.md", "text/markdown")
     assert reply["text"] == fixed_text("documents_off")
+
+
+async def test_a_file_from_someone_the_assistant_does_not_know_is_not_offered(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """A stranger in an allowed group: told so, nothing fetched, no Confirm."""
+    await telegram.add_allowed_chat(GROUP_ID)
+    await telegram.post_update(
+        media_update(
+            telegram,
+            "document",
+            MANUAL.encode(),
+            chat_id=GROUP_ID,
+            user_id=MALLORY_ID,
+            file_name="orders.md",
+            mime_type="text/markdown",
+        )
+    )
+    (reply,) = await telegram.wait_for_sent(1, chat_id=GROUP_ID)
+    await hass.async_block_till_done()
+    assert reply["text"] == fixed_text("not_known_reply")
+    assert not buttons(reply)
+    assert not telegram.api.downloads
+    assert await titles(documents_entry) == []
+
+
+async def test_a_file_longer_than_a_document_may_be_is_refused(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """Over 500,000 characters (as add_document): said at once, no Confirm."""
+    content = ("The boiler manual. " * 27_000).encode()
+    assert len(content) > 500_000
+    reply = await send_file(hass, telegram, content, "boiler.txt", "text/plain")
+    assert reply["text"] == fixed_text(
+        "file_too_long", name="boiler.txt", limit="500,000"
+    )
+    assert not buttons(reply)
+    assert transfer_files(hass) == []
+
+
+async def test_a_file_gone_from_telegram_before_a_late_confirm_is_explained(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """After a reload Confirm fetches the file again; if it is gone, it says so."""
+    ask = await send_file(hass, telegram, MANUAL.encode(), "pump.md", "text/markdown")
+    assert await hass.config_entries.async_reload(documents_entry.entry_id)
+    await hass.async_block_till_done()
+    telegram.api.files.clear()
+    await telegram.press_button(buttons(ask)[0])
+    (answer,) = await telegram.wait_for_calls("answerCallbackQuery")
+    await hass.async_block_till_done()
+    assert answer["text"] == fixed_text(
+        "failed",
+        summary='add "pump.md" to the household documents',
+        error=fixed_text("download_failed"),
+    )
+    assert await titles(documents_entry) == []
+    assert transfer_files(hass) == []
+
+
+async def test_a_file_confirmed_after_documents_were_switched_off_is_not_added(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """The embedding model removed between the offer and Confirm: said, not added."""
+    from custom_components.ha_personal_assistant.const import CONF_EMBEDDING_MODEL
+
+    ask = await send_file(hass, telegram, MANUAL.encode(), "pump.md", "text/markdown")
+    data = {k: v for k, v in documents_entry.data.items() if k != CONF_EMBEDDING_MODEL}
+    hass.config_entries.async_update_entry(documents_entry, data=data)
+    assert await hass.config_entries.async_reload(documents_entry.entry_id)
+    await hass.async_block_till_done()
+    await telegram.press_button(buttons(ask)[0])
+    (answer,) = await telegram.wait_for_calls("answerCallbackQuery")
+    await hass.async_block_till_done()
+    assert answer["text"] == fixed_text(
+        "failed",
+        summary='add "pump.md" to the household documents',
+        error=fixed_text("documents_off"),
+    )
+    assert await titles(documents_entry) == []
+
+
+async def test_only_the_last_four_files_offered_wait_in_memory(
+    hass: HomeAssistant,
+    documents_entry: MockConfigEntry,
+    telegram: TelegramHarness,
+) -> None:
+    """A fifth file pushes the first out: its Confirm fetches it again; both added."""
+    asks = [
+        await send_file(
+            hass, telegram, f"Note {n}: {MANUAL}".encode(), f"n{n}.md", "text/markdown"
+        )
+        for n in range(5)
+    ]
+    assert len(telegram.api.downloads) == 5
+    for number, ask in ((4, asks[4]), (0, asks[0])):
+        await telegram.press_button(buttons(ask)[0])
+        await telegram.wait_for_calls("answerCallbackQuery", 1 + (number == 0))
+        await hass.async_block_till_done()
+    answers = [call["text"] for call in telegram.calls("answerCallbackQuery")]
+    assert answers == [
+        fixed_text("done", summary=f'add "n{n}.md" to the household documents')
+        for n in (4, 0)
+    ]
+    # The newest was kept in memory; the first was fetched again.
+    assert len(telegram.api.downloads) == 6
+    assert telegram.api.downloads[-1] == telegram.api.downloads[0]
+    assert await titles(documents_entry) == ["n0.md", "n4.md"]
 
 
 @pytest.mark.parametrize("kind", ["video", "animation"])
@@ -648,6 +813,18 @@ async def test_a_vision_model_that_cannot_see_is_explained(
     sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert sent[-1]["text"] == fixed_text(key, model=VISION)
     assert not fake_ollama.chat_requests
+    assert not telegram.api.downloads
+
+
+async def test_a_photo_while_the_model_server_is_down_is_explained(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """Ollama cannot be asked about the vision model: said, nothing downloaded."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision", "tools"])
+    await fake_ollama.stop()
+    await telegram.post_update(media_update(telegram, "photo", JPEG, caption="What?"))
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("vision_unreachable", model=VISION)
     assert not telegram.api.downloads
 
 
@@ -807,6 +984,29 @@ async def test_a_failed_voice_reply_leaves_the_text_reply_and_says_so(
     assert sent[0]["text"].endswith("All lights are off.")
     assert sent[1]["text"] == fixed_text("tts_failed", engine="tts.test_speaker")
     assert not telegram.calls("sendVoice")
+    assert transfer_files(hass) == []
+
+
+async def test_a_voice_reply_telegram_refuses_leaves_the_text_and_says_so(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The user's privacy settings forbid voice messages: the text, then a note."""
+    await async_setup_assistant(
+        hass,
+        fake_ollama,
+        **{CONF_STT_ENGINE: STT_ENTITY, CONF_VOICE_REPLIES: True},
+    )
+    telegram.api.fail_next("sendVoice", "Bad Request: VOICE_MESSAGES_FORBIDDEN")
+    fake_ollama.reply("All lights are off.")
+    await telegram.post_update(media_update(telegram, "voice", OGG))
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    assert sent[0]["text"].endswith("All lights are off.")
+    assert sent[1]["text"] == fixed_text("voice_not_sent")
+    assert len(telegram.calls("sendVoice")) == 1
     assert transfer_files(hass) == []
 
 
@@ -980,6 +1180,28 @@ async def test_a_voice_note_over_the_limit_is_not_downloaded(
         "media_too_large", name="voice", size="6.0 MB", limit="5.0 MB"
     )
     assert not telegram.api.downloads
+
+
+async def test_a_voice_note_of_unstated_size_over_the_limit_is_not_heard(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Telegram did not say the size: the download is checked, refused, deleted."""
+    listener, _ = speech
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY})
+    audio = OGG + b"\x00" * (5 * 1024 * 1024)
+    update = media_update(telegram, "voice", audio)
+    # file_size is optional in the Bot API.
+    del update["message"]["voice"]["file_size"]
+    await telegram.post_update(update)
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == fixed_text("media_too_large_unknown", limit="5.0 MB")
+    assert len(telegram.api.downloads) == 1
+    assert not listener.received
+    assert not fake_ollama.chat_requests
+    assert transfer_files(hass) == []
 
 
 # ------------------------------------------------------------------ lifecycle

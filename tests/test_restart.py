@@ -28,6 +28,7 @@ from custom_components.ha_personal_assistant.telegram import TelegramGateway
 from .common import (
     async_setup_assistant,
     async_setup_house,
+    fixed_text,
     last_user_content,
     tool_results,
 )
@@ -140,6 +141,31 @@ async def test_messages_a_stop_interrupted_are_reported_once_after_start(
     await asyncio.sleep(0.5)
     await hass.async_block_till_done()
     assert len(telegram.sent_messages(ALICE_ID)) == 2
+
+
+async def test_a_long_message_a_stop_interrupted_is_quoted_short(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    restarter: Restarter,
+) -> None:
+    """The notice quotes the first 59 characters and an ellipsis, on one line."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama, request_timeout=300)
+    fake_ollama.hang()
+    await telegram.send_text(
+        "Please check every window in the house\nand tell me which ones "
+        "are still open before the storm arrives tonight"
+    )
+    await fake_ollama.wait_for_chat_requests(1)
+    hass, telegram, entry = await restarter.restart(hass, telegram, entry)
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert [m["text"] for m in sent] == [
+        fixed_text(
+            "interrupted_one",
+            message='"Please check every window in the house and tell me which on…"',
+        )
+    ]
 
 
 LEARNED = {

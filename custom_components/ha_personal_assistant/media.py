@@ -219,9 +219,19 @@ def _pdf_text(data: bytes, name: str) -> str:
     import io  # noqa: PLC0415 - only for PDFs
 
     from pypdf import PdfReader  # noqa: PLC0415 - imported in the executor
-    from pypdf.errors import PdfReadError  # noqa: PLC0415
+    from pypdf.errors import PyPdfError  # noqa: PLC0415
 
-    unreadable = (PdfReadError, ValueError, KeyError, TypeError, OSError)
+    # pypdf's own errors (a damaged file, a loop or a bomb it stops at:
+    # LimitReachedError is not a PdfReadError) and NotImplementedError for
+    # a stream packed with a filter it does not know.
+    unreadable = (
+        PyPdfError,
+        NotImplementedError,
+        ValueError,
+        KeyError,
+        TypeError,
+        OSError,
+    )
     try:
         reader = PdfReader(io.BytesIO(data))
         encrypted = reader.is_encrypted

@@ -541,8 +541,8 @@ class TelegramGateway:
         confirmations: ConfirmationManager,
         allowed_user_ids: frozenset[int],
         user_mapping: Mapping[str, str],
+        executor: BlockingExecutor,
         media: MediaSettings | None = None,
-        executor: BlockingExecutor | None = None,
     ) -> None:
         """Prepare the gateway; ``async_start`` subscribes to the events."""
         self.hass = hass
@@ -995,12 +995,6 @@ class TelegramGateway:
             await self._async_send(incoming, reply)
         await self._async_answered(in_flight)
 
-    def _executor(self) -> BlockingExecutor:
-        if self.executor is None:
-            msg = "The gateway has no executor for files"
-            raise MediaError(key="download_failed") from RuntimeError(msg)
-        return self.executor
-
     async def _async_hear(self, incoming: Incoming, attachment: Attachment) -> str:
         """Return what a voice note says, through Home Assistant's STT."""
         engines = resolve_engines(self.hass, self.media.stt_engine)
@@ -1009,7 +1003,7 @@ class TelegramGateway:
         check_size(attachment, MAX_AUDIO_BYTES)
         audio = await async_download(
             self.hass,
-            self._executor(),
+            self.executor,
             incoming.bot_entry_id,
             attachment,
             MAX_AUDIO_BYTES,
@@ -1051,7 +1045,7 @@ class TelegramGateway:
         check_size(attachment, MAX_IMAGE_BYTES)
         data = await async_download(
             self.hass,
-            self._executor(),
+            self.executor,
             incoming.bot_entry_id,
             attachment,
             MAX_IMAGE_BYTES,
@@ -1064,9 +1058,9 @@ class TelegramGateway:
     ) -> str:
         """Fetch a text file or PDF and return its text; raise MediaError."""
         data = await async_download(
-            self.hass, self._executor(), bot_entry_id, attachment, MAX_FILE_BYTES
+            self.hass, self.executor, bot_entry_id, attachment, MAX_FILE_BYTES
         )
-        text = await self._executor().run(
+        text = await self.executor.run(
             extract_text, data, kind, attachment.display_name
         )
         if len(text) > MAX_DOCUMENT_CHARS:
@@ -1203,7 +1197,7 @@ class TelegramGateway:
             extension, audio = await async_speak(
                 self.hass, engines, text, speaker.language or self.hass.config.language
             )
-            path = await self._executor().run(
+            path = await self.executor.run(
                 write_transfer_file, transfer_dir(self.hass), extension, audio
             )
         except MediaError as err:
@@ -1219,7 +1213,7 @@ class TelegramGateway:
                 },
             )
         finally:
-            await self._executor().run(delete_file, path)
+            await self.executor.run(delete_file, path)
         if not sent:
             await self._async_send(incoming, texts("voice_not_sent"))
 
