@@ -352,6 +352,39 @@ async def test_a_long_group_reply_grows_in_one_message_and_goes_on_in_the_next(
 
 
 @pytest.mark.usefixtures("quick_edits")
+async def test_a_long_reply_past_the_first_part_is_not_edited_again_and_again(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Once the growing message is full, the ticks leave it alone.
+
+    Each edit counts against the group's rate limit; an edit that changes
+    nothing is refused by Telegram ("message is not modified").
+    """
+    await telegram.add_allowed_chat(GROUP_ID)
+    # Words that never repeat: a repeated block would be cut as a loop.
+    first, second = (
+        " ".join(f"p{part}w{n}" for n in range(TELEGRAM_MESSAGE_LIMIT // 8))
+        for part in (1, 2)
+    )
+    full = f"{first}\n\n{second}"
+    pieces = [second[i : i + 800] for i in range(0, len(second), 800)]
+    fake_ollama.reply(full, text_chunks=[f"{first}\n\n", *pieces], chunk_delay=0.2)
+    await telegram.send_text("Tell me everything", chat_id=GROUP_ID, user_id=ALICE_ID)
+    await telegram.wait_for_sent(2, chat_id=GROUP_ID)
+    await _settled(hass)
+    assert [m["text"] for m in telegram.bot_messages(GROUP_ID)] == [first, second]
+    # Every edit changed the message, and Telegram took each one.
+    edits = [c["text"] for c in telegram.calls("editMessageText")]
+    assert len(edits) == len(set(edits))
+    assert telegram.calls("editMessageText", include_failed=False) == (
+        telegram.calls("editMessageText")
+    )
+
+
+@pytest.mark.usefixtures("quick_edits")
 async def test_a_long_group_reply_whose_first_part_cannot_be_finished_stops_there(
     hass: HomeAssistant,
     assistant: MockConfigEntry,

@@ -441,6 +441,12 @@ class ReplyStream:
         """Show ``text`` (its first Telegram-sized part) as a draft or a message."""
         gateway, incoming = self._gateway, self._incoming
         part = split_message(text)[0]
+        if self._shown and part == split_message(self._shown)[0]:
+            # The text grew past the first part, which is shown already: an
+            # edit would change nothing (Telegram refuses it, and each one
+            # counts against a group's rate limit).
+            self._shown = text
+            return
         target = {"config_entry_id": incoming.bot_entry_id, "chat_id": incoming.chat_id}
         # What the chat shows: set only once Telegram took it, so a failed
         # edit is made again (at the next tick, or by the final reply).
