@@ -101,6 +101,9 @@ class FakeOpenAI(FakeOllama):
         self.health_hangs = False
         self.no_embeddings = False
         self.empty_embeddings = False
+        # Argument strings sent instead of the next tool calls' JSON, as a
+        # model that writes broken JSON does (the server passes it through).
+        self.raw_arguments: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -328,7 +331,11 @@ class FakeOpenAI(FakeOllama):
                     ]
                 }
             )
-            text = json.dumps(dict(arguments))
+            text = (
+                self.raw_arguments.pop(0)
+                if self.raw_arguments
+                else json.dumps(dict(arguments))
+            )
             middle = len(text) // 2
             for part in (text[:middle], text[middle:]):
                 yield chunk(

@@ -35,6 +35,7 @@ from pytest_homeassistant_custom_component.components.diagnostics import (  # ty
     get_diagnostics_for_config_entry,
 )
 
+from custom_components.ha_personal_assistant import documents as documents_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.const import (
     CONF_EMBEDDING_MODEL,
@@ -401,6 +402,31 @@ async def test_files_in_the_documents_folder_are_indexed_and_reindexed(
     assert response["file"] == {"added": 0, "removed": 0, "unchanged": 1}
     await index.async_wait_idle()
     assert len(fake_ollama.embed_requests) == calls
+
+
+async def test_a_file_too_large_for_the_index_is_skipped_with_a_warning(
+    hass: HomeAssistant,
+    house: None,
+    fake_ollama: FakeOllama,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A 2 MB log dropped into the folder is named in the log, not indexed."""
+    folder = Path(hass.config.path(DOMAIN, "documents"))
+
+    def _write() -> None:
+        folder.mkdir(parents=True)
+        (folder / "boiler.md").write_text(BOILER)
+        (folder / "huge.txt").write_text("x" * (documents_module.MAX_FILE_BYTES + 1))
+
+    await hass.async_add_executor_job(_write)
+    entry = await async_setup_documents(hass, fake_ollama)
+    titles = rows(entry, "SELECT title FROM rag_documents WHERE source = 'file'")
+    assert titles == [("boiler.md",)]
+    assert (
+        f"The document huge.txt is larger than {documents_module.MAX_FILE_BYTES} "
+        "bytes and was skipped"
+    ) in caplog.text
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_ha_knowledge_covers_exposed_entities_only(

@@ -17,6 +17,7 @@ from .common import (
     async_setup_assistant,
     async_setup_house,
     errors_logged,
+    fixed_text,
     tool_results,
 )
 from .fake_ollama import OllamaReply, stall_reply
@@ -235,6 +236,20 @@ async def test_mistakes_are_fed_back_at_most_twice(
     fake_ollama.reply("").reply("").reply("").reply("never used")
     reply = await _ask(telegram)
     assert "could not work that out" in reply
+    assert len(fake_ollama.chat_requests) == 3
+
+
+async def test_wrong_tool_calls_are_fed_back_at_most_twice(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """A model that keeps calling a tool that does not exist is stopped kindly."""
+    for _ in range(3):
+        fake_ollama.tool_call("open_pod_bay_doors", {})
+    fake_ollama.reply("never used")
+    assert await _ask(telegram) == fixed_text("gave_up")
     assert len(fake_ollama.chat_requests) == 3
 
 

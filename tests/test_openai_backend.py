@@ -777,3 +777,23 @@ async def test_a_chat_model_the_server_does_not_serve_is_explained(
     await telegram.send_text("Hello")
     sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert sent[-1]["text"] == fixed_text("model_missing_openai", model=MODEL)
+
+
+async def test_tool_arguments_that_are_not_json_are_fed_back(
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """Arguments that are no JSON object: nothing runs, the model is told why.
+
+    (A model that wrote the entity id alone. Cut-off JSON is completed by
+    LangChain's partial parser instead and then fails the tool's schema.)
+    """
+    fake_openai.raw_arguments.append("light.bed_light")
+    fake_openai.tool_call("get_state", {}).reply("The bed light is on.")
+    await telegram.send_text("Is the bed light on?")
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[-1]["text"] == "The bed light is on."
+    assert len(fake_openai.openai_requests) == 2
+    last = fake_openai.openai_requests[-1]["messages"][-1]
+    assert "not valid JSON" in last["content"]

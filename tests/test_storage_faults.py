@@ -452,6 +452,32 @@ async def test_a_kept_damaged_copy_stays_and_the_issue_goes(
     assert _issue(hass, "database_recreated") is None
 
 
+async def test_a_damaged_copy_is_deleted_while_the_assistant_is_off(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The repair still works with the entry disabled: the copy goes, the rest stays."""
+    entry = await _start(hass, fake_ollama, telegram)
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    path = _path(hass, "database")
+    await hass.async_add_executor_job(_garbage, path)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    (aside,) = await hass.async_add_executor_job(
+        lambda: list(path.parent.glob(f"{path.name}.corrupt-*"))
+    )
+    assert await hass.config_entries.async_unload(entry.entry_id)
+    assert await async_setup_component(hass, "repairs", {})
+    flows = hass.data["repairs"]["flow_manager"]
+    step = await flows.async_init(DOMAIN, data={"issue_id": "database_recreated"})
+    done = await flows.async_configure(step["flow_id"], {"next_step_id": "delete"})
+    assert done["type"] is FlowResultType.CREATE_ENTRY
+    assert not await hass.async_add_executor_job(aside.exists)
+    assert await hass.async_add_executor_job(path.exists)
+    assert _issue(hass, "database_recreated") is None
+
+
 @pytest.mark.usefixtures("short_deadlines")
 async def test_a_database_locked_at_startup_is_kept_and_used(
     hass: HomeAssistant,
