@@ -150,6 +150,20 @@ def test_the_reply_filter_keeps_only_known_links() -> None:
     assert find_links("no links here, e.g. this") == []
 
 
+def test_a_malformed_result_url_allows_no_bare_domain() -> None:
+    """A search result whose URL cannot be read (a broken IPv6 host) has no host.
+
+    Its link may still be quoted exactly, but it lets no bare domain through.
+    """
+    allowed = ["http://[fe80::1/manual", "https://plumbers.example.com/berlin"]
+    reply = "Try http://[fe80::1/manual or evil.example.com and plumbers.example.com."
+    text = filter_reply(reply, allowed)
+    assert "http://[fe80::1/manual" in text
+    assert "evil.example.com" not in text
+    assert "plumbers.example.com." in text
+    assert text.count(LINK_REMOVED) == 1
+
+
 def test_the_blind_set_meets_the_thresholds_of_issue_6() -> None:
     """Set 6, written blind and never trained on: 90 % caught at 2 % withheld.
 
