@@ -428,12 +428,10 @@ async def test_a_damaged_file_is_moved_aside_recreated_and_reported(
     assert await hass.async_add_executor_job(path.exists)
 
 
-async def test_a_kept_damaged_copy_stays_and_the_issue_goes(
-    hass: HomeAssistant,
-    telegram: TelegramHarness,
-    fake_ollama: FakeOllama,
-) -> None:
-    """Keep: the copy stays for the user to inspect; the issue is solved."""
+async def _damaged_database(
+    hass: HomeAssistant, fake_ollama: FakeOllama, telegram: TelegramHarness
+) -> tuple[MockConfigEntry, Path, Path]:
+    """Start, spoil the database, start again: the entry, the file, its copy."""
     entry = await _start(hass, fake_ollama, telegram)
     assert await hass.config_entries.async_unload(entry.entry_id)
     path = _path(hass, "database")
@@ -443,11 +441,26 @@ async def test_a_kept_damaged_copy_stays_and_the_issue_goes(
     (aside,) = await hass.async_add_executor_job(
         lambda: list(path.parent.glob(f"{path.name}.corrupt-*"))
     )
+    return entry, path, aside
+
+
+async def _answer_repair(hass: HomeAssistant, choice: str) -> None:
+    """Open the database_recreated repair and pick ``choice`` in its menu."""
     assert await async_setup_component(hass, "repairs", {})
     flows = hass.data["repairs"]["flow_manager"]
     step = await flows.async_init(DOMAIN, data={"issue_id": "database_recreated"})
-    done = await flows.async_configure(step["flow_id"], {"next_step_id": "keep"})
+    done = await flows.async_configure(step["flow_id"], {"next_step_id": choice})
     assert done["type"] is FlowResultType.CREATE_ENTRY
+
+
+async def test_a_kept_damaged_copy_stays_and_the_issue_goes(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Keep: the copy stays for the user to inspect; the issue is solved."""
+    _, _, aside = await _damaged_database(hass, fake_ollama, telegram)
+    await _answer_repair(hass, "keep")
     assert await hass.async_add_executor_job(aside.exists)
     assert _issue(hass, "database_recreated") is None
 
@@ -458,21 +471,9 @@ async def test_a_damaged_copy_is_deleted_while_the_assistant_is_off(
     fake_ollama: FakeOllama,
 ) -> None:
     """The repair still works with the entry disabled: the copy goes, the rest stays."""
-    entry = await _start(hass, fake_ollama, telegram)
+    entry, path, aside = await _damaged_database(hass, fake_ollama, telegram)
     assert await hass.config_entries.async_unload(entry.entry_id)
-    path = _path(hass, "database")
-    await hass.async_add_executor_job(_garbage, path)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    (aside,) = await hass.async_add_executor_job(
-        lambda: list(path.parent.glob(f"{path.name}.corrupt-*"))
-    )
-    assert await hass.config_entries.async_unload(entry.entry_id)
-    assert await async_setup_component(hass, "repairs", {})
-    flows = hass.data["repairs"]["flow_manager"]
-    step = await flows.async_init(DOMAIN, data={"issue_id": "database_recreated"})
-    done = await flows.async_configure(step["flow_id"], {"next_step_id": "delete"})
-    assert done["type"] is FlowResultType.CREATE_ENTRY
+    await _answer_repair(hass, "delete")
     assert not await hass.async_add_executor_job(aside.exists)
     assert await hass.async_add_executor_job(path.exists)
     assert _issue(hass, "database_recreated") is None
