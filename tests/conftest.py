@@ -10,10 +10,13 @@ importing ours here makes HA load this repository's integration instead of the
 # ruff: noqa: I001 -- the import order below is the point of this module.
 import custom_components  # noqa: F401
 
-from collections.abc import AsyncIterator, Iterator  # noqa: TC003 - pytest reads the hint
+from collections.abc import AsyncIterator, Generator, Iterator  # noqa: TC003 - pytest reads the hint
+from unittest.mock import AsyncMock, patch
 
 import pytest
 from homeassistant import block_async_io
+from homeassistant.core import HomeAssistant  # noqa: TC002 - pytest reads the hint
+from homeassistant.setup import async_setup_component
 
 from custom_components.ha_personal_assistant.security import injection_model
 
@@ -100,3 +103,19 @@ async def fake_server(
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture
+def mock_setup_entry() -> Generator[AsyncMock]:
+    """Keep created or reloaded entries from starting the assistant."""
+    with patch(
+        "custom_components.ha_personal_assistant.async_setup_entry",
+        return_value=True,
+    ) as mock:
+        yield mock
+
+
+@pytest.fixture
+async def core(hass: HomeAssistant) -> None:
+    """Set up HA's core integration, which conversation (our dependency) needs."""
+    assert await async_setup_component(hass, "homeassistant", {})

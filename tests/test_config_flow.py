@@ -44,8 +44,6 @@ from custom_components.ha_personal_assistant.security.permissions import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
-
     from homeassistant.core import HomeAssistant
 
 OLLAMA_URL = "http://192.168.1.10:11434"
@@ -144,16 +142,6 @@ class MockedOllama:
 async def setup_homeassistant(hass: HomeAssistant) -> None:
     """Set up HA's core integration, which conversation (our dependency) needs."""
     assert await async_setup_component(hass, "homeassistant", {})
-
-
-@pytest.fixture
-def mock_setup_entry() -> Generator[AsyncMock]:
-    """Keep created or reloaded entries from starting the assistant."""
-    with patch(
-        "custom_components.ha_personal_assistant.async_setup_entry",
-        return_value=True,
-    ) as mock:
-        yield mock
 
 
 @pytest.fixture

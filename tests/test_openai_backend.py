@@ -11,7 +11,6 @@ import base64
 import functools
 import json
 from typing import TYPE_CHECKING, Any
-from unittest.mock import AsyncMock, patch
 
 import openai
 import pytest
@@ -19,7 +18,6 @@ from homeassistant import config_entries
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
 )
@@ -45,30 +43,12 @@ from .common import MODEL, async_setup_assistant, async_setup_house, fixed_text
 from .telegram_harness import ALICE_ID, media_update
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
-
     from homeassistant.core import HomeAssistant
 
     from .fake_openai import FakeOpenAI
     from .telegram_harness import TelegramHarness
 
 KEY = "sk-local-secret-key"
-
-
-@pytest.fixture
-def mock_setup_entry() -> Generator[AsyncMock]:
-    """Keep created or reloaded entries from starting the assistant."""
-    with patch(
-        "custom_components.ha_personal_assistant.async_setup_entry",
-        return_value=True,
-    ) as mock:
-        yield mock
-
-
-@pytest.fixture
-async def core(hass: HomeAssistant) -> None:
-    """Set up HA's core integration, which conversation (our dependency) needs."""
-    assert await async_setup_component(hass, "homeassistant", {})
 
 
 async def _open_openai_form(hass: HomeAssistant) -> dict[str, Any]:

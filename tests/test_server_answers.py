@@ -12,13 +12,11 @@ import logging
 import socket
 import time
 from typing import TYPE_CHECKING, Any
-from unittest.mock import AsyncMock, patch
 
 import pytest
 from homeassistant import config_entries
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.data_entry_flow import FlowResultType
-from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
     MockConfigEntry,
 )
@@ -43,30 +41,12 @@ from .fake_ollama import OllamaReply
 from .telegram_harness import ALICE_ID
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
-
     from homeassistant.core import HomeAssistant
 
     from .fake_openai import FakeOpenAI
     from .telegram_harness import TelegramHarness
 
 EMBEDDER = "nomic-embed-text:latest"
-
-
-@pytest.fixture
-def mock_setup_entry() -> Generator[AsyncMock]:
-    """Keep created entries from starting the assistant."""
-    with patch(
-        "custom_components.ha_personal_assistant.async_setup_entry",
-        return_value=True,
-    ) as mock:
-        yield mock
-
-
-@pytest.fixture
-async def core(hass: HomeAssistant) -> None:
-    """Set up HA's core integration, which conversation (our dependency) needs."""
-    assert await async_setup_component(hass, "homeassistant", {})
 
 
 @pytest.fixture
