@@ -19,6 +19,7 @@ from homeassistant.exceptions import HomeAssistantError
 from homeassistant.setup import async_setup_component
 
 from custom_components.ha_personal_assistant.const import (
+    CONF_EMBEDDING_MODEL,
     CONF_STT_ENGINE,
     CONF_VISION_MODEL,
     CONF_VOICE_REPLIES,
@@ -619,8 +620,6 @@ async def test_a_file_confirmed_after_documents_were_switched_off_is_not_added(
     telegram: TelegramHarness,
 ) -> None:
     """The embedding model removed between the offer and Confirm: said, not added."""
-    from custom_components.ha_personal_assistant.const import CONF_EMBEDDING_MODEL
-
     ask = await send_file(hass, telegram, MANUAL.encode(), "pump.md", "text/markdown")
     data = {k: v for k, v in documents_entry.data.items() if k != CONF_EMBEDDING_MODEL}
     hass.config_entries.async_update_entry(documents_entry, data=data)
