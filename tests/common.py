@@ -35,6 +35,8 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.i18n import Texts
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pytest
     from homeassistant.core import HomeAssistant
 
@@ -180,3 +182,16 @@ def fire_time_changed(hass: HomeAssistant, when: datetime) -> None:
             ):
                 handle._run()
                 handle.cancel()
+
+
+async def wait_until(
+    predicate: Callable[[], bool],
+    seconds: float = 10.0,
+) -> None:
+    """Poll ``predicate`` in real time until it holds; fail after ``seconds``."""
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    msg = "condition not met in time"
+    raise AssertionError(msg)

@@ -41,6 +41,7 @@ from .common import (
     errors_logged,
     fire_time_changed,
     last_user_content,
+    wait_until,
 )
 from .fake_ollama import error_reply, text_reply, tool_call_reply
 from .telegram_harness import ALICE_ID, BOB_ID
@@ -109,15 +110,6 @@ async def _talk(
         text = f"question {index}"
         await telegram.send_text(f"{text} {FILLER}" if long else text)
         await telegram.wait_for_sent(before + 1)
-
-
-async def _wait_for(predicate: Any, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    msg = "condition not met in time"
-    raise AssertionError(msg)
 
 
 async def _setup(
@@ -236,7 +228,7 @@ async def test_a_turn_never_waits_for_a_background_call(
     ].runtime_data.assistant.scheduler
     assert scheduler.gave_way >= 1
     # It is tried again once quiet, and then finishes.
-    await _wait_for(lambda: summaries >= 2)
+    await wait_until(lambda: summaries >= 2)
     for kind, at in log:
         if kind == "summary call":
             assert not any(start <= at <= end for start, end in spans)
@@ -360,7 +352,7 @@ async def test_a_new_session_starts_with_the_last_sessions_summary(
     await _talk(telegram, 0, 3)
     await telegram.send_command("/new")
     await telegram.wait_for_sent(4)
-    await _wait_for(lambda: any(kind == "summary call" for kind, _ in log))
+    await wait_until(lambda: any(kind == "summary call" for kind, _ in log))
     summary = next(r for r in fake_ollama.chat_requests if _is_summary_request(r))
     # The ended session's own history, as sent, is the summary's prefix.
     last_chat = _chats(fake_ollama)[-1]["messages"]
@@ -534,7 +526,7 @@ async def test_a_summary_that_cannot_be_read_leaves_the_reply_without_it(
     _script(fake_ollama, log)
     await _talk(telegram, 0, 3)
     await _end_session(telegram)
-    await _wait_for(lambda: any(kind == "summary call" for kind, _ in log))
+    await wait_until(lambda: any(kind == "summary call" for kind, _ in log))
     await _settled(hass)
     database = entry.runtime_data.assistant.database
     stored = await database.async_run(
@@ -618,7 +610,7 @@ async def test_a_failed_summary_never_erases_the_one_before(
         await asyncio.sleep(QUIET * 2)
     await _settled(hass)
     await _end_session(telegram)
-    await _wait_for(lambda: len(_summary_requests(fake_ollama)) == 3)
+    await wait_until(lambda: len(_summary_requests(fake_ollama)) == 3)
     await _settled(hass)
     # One was written (the first); the second and the session's were not.
     assert sum(kind == "summary call" for kind, _ in log) == 1
@@ -654,12 +646,12 @@ async def test_a_summary_answered_with_a_tool_call_is_dropped_and_written_later(
     fake_ollama.default = answer
     await _talk(telegram, 0, 3)
     await _end_session(telegram)
-    await _wait_for(lambda: len(_summary_requests(fake_ollama)) == 1)
+    await wait_until(lambda: len(_summary_requests(fake_ollama)) == 1)
     await _settled(hass)
     assert hass.states.get("light.bed_light").state == "off"
     # The session is still to be summarized: the ten-minute sweep does it.
     _sweep_timer(hass)
-    await _wait_for(lambda: len(_summary_requests(fake_ollama)) == 2)
+    await wait_until(lambda: len(_summary_requests(fake_ollama)) == 2)
     await _settled(hass)
     await _talk(telegram, 3, 1)
     opening = _opening(_chats(fake_ollama)[-1])
@@ -841,7 +833,7 @@ async def test_a_session_without_its_saved_state_is_summarized_from_its_rows(
     await conn.execute("UPDATE checkpoints SET checkpoint = ?", (b"garbage",))
     await conn.commit()
     await _end_session(telegram)
-    await _wait_for(lambda: len(_summary_requests(fake_ollama)) > before)
+    await wait_until(lambda: len(_summary_requests(fake_ollama)) > before)
     await _settled(hass)
     (summary,) = _summary_requests(fake_ollama)[before:]
     assert "the whole conversation above" in summary["messages"][-1]["content"]

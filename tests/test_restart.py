@@ -31,6 +31,7 @@ from .common import (
     fixed_text,
     last_user_content,
     tool_results,
+    wait_until,
 )
 from .fake_ollama import hang_reply
 from .telegram_harness import ALICE_ID
@@ -95,15 +96,6 @@ def _rows(entry: MockConfigEntry, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
 
 
-async def _wait_for(predicate: Any, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if predicate():
-            return
-        await asyncio.sleep(0.02)
-    msg = "condition not met in time"
-    raise AssertionError(msg)
-
-
 async def test_messages_a_stop_interrupted_are_reported_once_after_start(
     hass: HomeAssistant,
     telegram: TelegramHarness,
@@ -117,7 +109,9 @@ async def test_messages_a_stop_interrupted_are_reported_once_after_start(
     await telegram.send_text("What's the weather like?")
     await fake_ollama.wait_for_chat_requests(1)
     await telegram.send_text("And tomorrow?")
-    await _wait_for(lambda: len(_rows(entry, "SELECT id FROM telegram_in_flight")) == 2)
+    await wait_until(
+        lambda: len(_rows(entry, "SELECT id FROM telegram_in_flight")) == 2
+    )
     assert telegram.sent_messages(ALICE_ID) == []
 
     hass, telegram, entry = await restarter.restart(hass, telegram, entry)
@@ -196,7 +190,7 @@ async def test_learning_interrupted_by_a_stop_is_done_once_after_start(
     await telegram.send_text("I like the bedroom at 19 degrees")
     await telegram.send_text("I like the kitchen lights dimmed")
     await telegram.wait_for_sent(2, chat_id=ALICE_ID)
-    await _wait_for(lambda: any(_is_learning(r) for r in fake_ollama.chat_requests))
+    await wait_until(lambda: any(_is_learning(r) for r in fake_ollama.chat_requests))
     assert _rows(entry, "SELECT processed FROM interaction_log") == [(0,), (0,)]
 
     fake_ollama.default = lambda r: json.dumps(LEARNED) if _is_learning(r) else "OK"
@@ -208,7 +202,7 @@ async def test_learning_interrupted_by_a_stop_is_done_once_after_start(
     asked = len(fake_ollama.chat_requests)
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
-    await _wait_for(
+    await wait_until(
         lambda: _rows(entry, "SELECT processed FROM interaction_log") == [(1,), (1,)]
     )
     learning = [r for r in fake_ollama.chat_requests[asked:] if _is_learning(r)]

@@ -32,6 +32,7 @@ from .common import (
     async_setup_house,
     errors_logged,
     last_user_content,
+    wait_until,
 )
 
 if TYPE_CHECKING:
@@ -441,11 +442,7 @@ async def test_a_slow_stop_is_cut_short_and_the_unload_still_closes_all(
     monkeypatch.setattr(package, "SHUTDOWN_TIMEOUT", 0)
     hass.bus.async_fire(EVENT_HOMEASSISTANT_STOP)
     # The stop listener runs as a task of its own, outside block_till_done.
-    for _ in range(100):
-        if "Stopping took longer than 0 s" in caplog.text:
-            break
-        await asyncio.sleep(0.05)
-    assert "Stopping took longer than 0 s" in caplog.text
+    await wait_until(lambda: "Stopping took longer than 0 s" in caplog.text, 5)
 
     async with asyncio.timeout(10):
         assert await hass.config_entries.async_unload(entry.entry_id)
@@ -464,10 +461,7 @@ async def test_messages_that_come_while_the_assistant_starts_are_answered(
     await async_setup_house(hass)
     fake_ollama.tags_delay = 0.5
     setup = asyncio.ensure_future(async_setup_assistant(hass, fake_ollama))
-    for _ in range(500):
-        if any(r.path == "/api/tags" for r in fake_ollama.requests):
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: any(r.path == "/api/tags" for r in fake_ollama.requests))
     fake_ollama.reply("It is locked.").reply("It is closed.")
     await telegram.send_text("Is the front door locked?")
     await telegram.send_text("And the garage?")

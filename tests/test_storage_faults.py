@@ -38,7 +38,12 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.store import database as db_module
 
-from .common import async_setup_assistant, async_setup_house, fire_time_changed
+from .common import (
+    async_setup_assistant,
+    async_setup_house,
+    fire_time_changed,
+    wait_until,
+)
 from .fake_ollama import error_reply
 from .telegram_harness import ALICE_ID
 
@@ -183,15 +188,6 @@ async def _start(
     return entry
 
 
-async def _wait_for(predicate: Any, seconds: float = 10.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if predicate():
-            return
-        await asyncio.sleep(0.05)
-    msg = "condition not met in time"
-    raise AssertionError(msg)
-
-
 @pytest.mark.parametrize("file", ["database", "checkpoints"])
 @pytest.mark.usefixtures("short_deadlines")
 async def test_a_locked_file_still_gets_an_answer_a_repair_and_loses_nothing(
@@ -207,7 +203,7 @@ async def test_a_locked_file_still_gets_an_answer_a_repair_and_loses_nothing(
         assert await _ask(telegram, "Are you there?") == "Still here."
         # Answered while the other program still holds the file.
         assert not lock.released.is_set()
-        await _wait_for(lambda: _issue(hass, f"storage_unavailable_{file}"))
+        await wait_until(lambda: _issue(hass, f"storage_unavailable_{file}"))
         issue = _issue(hass, f"storage_unavailable_{file}")
         assert issue is not None
         assert issue.translation_key == "storage_unavailable"
@@ -219,7 +215,7 @@ async def test_a_locked_file_still_gets_an_answer_a_repair_and_loses_nothing(
     assert await _ask(telegram, "What is my cat called?") == "I remember."
     # The conversation from before the lock is still there.
     assert REMEMBERED in _prompt_text(fake_ollama)
-    await _wait_for(lambda: _issue(hass, f"storage_unavailable_{file}") is None)
+    await wait_until(lambda: _issue(hass, f"storage_unavailable_{file}") is None)
 
 
 async def test_a_real_ten_second_lock_does_not_hold_up_the_answer(
@@ -273,7 +269,7 @@ async def test_a_full_disk_refuses_risky_actions_and_keeps_answering(
     # A long message needs new pages for its history: the write fails.
     fake_ollama.reply("That is a long story.")
     assert await _ask(telegram, "Once upon a time " * 300) == "That is a long story."
-    await _wait_for(lambda: _issue(hass, "storage_unavailable_database"))
+    await wait_until(lambda: _issue(hass, "storage_unavailable_database"))
     issue = _issue(hass, "storage_unavailable_database")
     assert issue is not None
     assert "full" in issue.translation_placeholders["error"]
@@ -335,7 +331,7 @@ async def test_a_full_checkpoint_file_still_answers_and_raises_a_repair(
         await conn.commit()
     fake_ollama.reply("Answered anyway.")
     assert await _ask(telegram, "A question " * 200) == "Answered anyway."
-    await _wait_for(lambda: _issue(hass, "storage_unavailable_checkpoints"))
+    await wait_until(lambda: _issue(hass, "storage_unavailable_checkpoints"))
     # The assistant database was never affected.
     assert _issue(hass, "storage_unavailable_database") is None
 
@@ -541,7 +537,7 @@ async def test_storage_busy_at_setup_retries_and_then_loads(
     assert not list(path.parent.glob("*.corrupt-*"))
     # Home Assistant tries again on its own; the lock is gone by then.
     fire_time_changed(hass, dt_util.utcnow() + timedelta(minutes=5))
-    await _wait_for(lambda: entry.state is ConfigEntryState.LOADED)
+    await wait_until(lambda: entry.state is ConfigEntryState.LOADED)
     await hass.async_block_till_done()
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == (
@@ -701,7 +697,7 @@ async def test_a_checkpoint_file_held_at_startup_retries_setup_and_is_kept(
     assert not list(path.parent.glob("*.corrupt-*"))
     assert _issue(hass, "checkpoints_recreated") is None
     fire_time_changed(hass, dt_util.utcnow() + timedelta(minutes=5))
-    await _wait_for(lambda: entry.state is ConfigEntryState.LOADED)
+    await wait_until(lambda: entry.state is ConfigEntryState.LOADED)
     await hass.async_block_till_done()
     fake_ollama.reply("Remembered.")
     assert await _ask(telegram, "What is my cat called?") == "Remembered."

@@ -142,8 +142,8 @@ def _manager(entry: MockConfigEntry) -> TaskManager:
 async def _quiet(hass: HomeAssistant) -> None:
     """Let firings and storage calls finish before the clock jumps.
 
-    A jump in the middle of a database call looks like a file that stopped
-    answering (the call's deadline passes at once).
+    A firing still running would see the frozen clock move under it.
+    (``fire_time_changed`` leaves in-flight deadlines alone either way.)
     """
     for _ in range(3):
         await hass.async_block_till_done()
