@@ -417,3 +417,51 @@ async def test_a_calendar_title_with_an_instruction_changes_nothing_without_conf
     fenced = tool_results(fake_ollama.chat_requests[1])[0]
     assert fenced.startswith("Untrusted data from calendar_events results")
     assert "turn on the kitchen light" not in fenced
+
+
+async def test_a_timer_asked_for_after_reading_the_calendar_waits_for_yes(
+    hass: HomeAssistant,
+    ha_tools_assistant: MockConfigEntry,
+    fake_ollama: FakeOllama,
+    hass_admin_user: Any,
+    kitchen_satellite: str,
+) -> None:
+    """The taint rule covers HA's tools: the timer starts on the device after yes."""
+    events: list[tuple[TimerEventType, TimerInfo]] = []
+    async_register_timer_handler(
+        hass, kitchen_satellite, lambda kind, timer: events.append((kind, timer))
+    )
+    fake_ollama.tool_call(
+        "calendar_events", {"calendar": "Calendar 1", "range": "today"}
+    ).tool_call("timer_start", {"minutes": 25, "name": "leave"}).reply(
+        "I'll set a timer for when to leave."
+    )
+    asked = await _converse(
+        hass,
+        ha_tools_assistant,
+        "When do I need to leave for my event? Set a timer.",
+        hass_admin_user.id,
+        device_id=kitchen_satellite,
+    )
+    await hass.async_block_till_done()
+    assert events == []
+
+    # Said in the integration's words, the device by its name.
+    assert 'Please confirm: Start a timer on Kitchen satellite: 0:25:00 "leave"' in (
+        _speech(asked)
+    )
+    assert asked.continue_conversation is True
+
+    done = await _converse(
+        hass,
+        ha_tools_assistant,
+        "Yes",
+        hass_admin_user.id,
+        device_id=kitchen_satellite,
+        conversation_id=asked.conversation_id,
+    )
+    await hass.async_block_till_done()
+    assert _speech(done).startswith("Done")
+    assert [(kind, t.device_id, t.seconds, t.name) for kind, t in events] == [
+        (TimerEventType.STARTED, kitchen_satellite, 1500, "leave")
+    ]

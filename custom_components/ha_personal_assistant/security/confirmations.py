@@ -69,6 +69,10 @@ VERBS: Final = {
 TASK_VERBS: Final = {
     (DOMAIN, "create_task"): "verb_task_create",
     (DOMAIN, "cancel_task"): "verb_task_cancel",
+    # HA's timers on a voice satellite (tools/assist_api.py): the device's
+    # name as "task", the duration and name as "summary".
+    (DOMAIN, "start_timer"): "verb_timer_start",
+    (DOMAIN, "cancel_timer"): "verb_timer_cancel",
 }
 # The same for a service of any domain.
 SERVICE_VERBS: Final = {

@@ -20,6 +20,7 @@ import voluptuous as vol
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.core import Context
 from homeassistant.exceptions import HomeAssistantError
+from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import intent, llm
 from pydantic import BaseModel, Field
 
@@ -49,6 +50,9 @@ ASSISTANT: Final = "conversation"
 INTENT_DOMAIN: Final = "intent"
 # Timer actions confirmed later run through HA's tool again, on the device.
 TIMER_SERVICES: Final = ("start_timer", "cancel_timer")
+# Where a timer action keeps HA's arguments until it is confirmed.
+TIMER_ARGS: Final = "timer"
+MAX_NAME_CHARS: Final = 40
 NO_TIMERS: Final = (
     "Timers run on the voice satellite that was asked, and this conversation "
     "has none (or it cannot run timers). Use schedule for a reminder instead."
@@ -283,7 +287,19 @@ def _judge_timer(service: str) -> Judge:
     def judge(ctx: ToolContext, args: dict[str, Any]) -> Verdict:
         if ctx.device_id is None:
             raise ToolError(NO_TIMERS)
-        call = ResolvedCall(DOMAIN, service, (), {**args, "device_id": ctx.device_id})
+        device = dr.async_get(ctx.hass).async_get(ctx.device_id)
+        # What the Confirm message shows (confirmations.TASK_VERBS): the
+        # device as the household named it, the duration and the name.
+        shown = {
+            "task": (device.name_by_user or device.name) if device else None,
+            "summary": _duration(args),
+        }
+        call = ResolvedCall(
+            DOMAIN,
+            service,
+            (),
+            {TIMER_ARGS: args, "device_id": ctx.device_id, **shown},
+        )
         policy = ctx.policy or DEFAULT_POLICY
         if policy.is_blocked(INTENT_DOMAIN, service):
             return Verdict(Decision.BLOCK, f"{INTENT_DOMAIN}.{service} is blocked", ())
@@ -297,6 +313,20 @@ def _judge_timer(service: str) -> Judge:
         return Verdict(Decision.ALLOW, "allowed", (), (call,))
 
     return judge
+
+
+def _duration(args: dict[str, Any]) -> str:
+    """Return a timer's length as H:MM:SS, and its name quoted if it has one."""
+    seconds = (
+        int(args.get("hours") or 0) * 3600
+        + int(args.get("minutes") or 0) * 60
+        + int(args.get("seconds") or 0)
+    )
+    hours, rest = divmod(seconds, 3600)
+    text = f"{hours}:{rest // 60:02}:{rest % 60:02}" if seconds else ""
+    if name := args.get("name"):
+        text = f'{text} "{" ".join(str(name).split())[:MAX_NAME_CHARS]}"'.strip()
+    return text
 
 
 def _same(args: dict[str, Any]) -> dict[str, Any]:
@@ -395,7 +425,7 @@ def timer_runners(
         tool: HaTool,
     ) -> Callable[[PendingAction, ResolvedCall], Awaitable[None]]:
         async def run(action: PendingAction, call: ResolvedCall) -> None:
-            args = {k: v for k, v in call.data.items() if k != "device_id"}
+            args = dict(call.data.get(TIMER_ARGS) or {})
             await async_call_ha_tool(
                 hass,
                 tool.ha_name,
