@@ -62,9 +62,9 @@ NO_TIMERS: Final = (
 class TimerStartArgs(BaseModel):
     """Arguments of timer_start."""
 
-    hours: int | None = Field(default=None, description="Hours")
-    minutes: int | None = Field(default=None, description="Minutes")
-    seconds: int | None = Field(default=None, description="Seconds")
+    hours: int | None = None
+    minutes: int | None = None
+    seconds: int | None = None
     name: str | None = Field(default=None, description="Timer name, e.g. pasta")
 
 
@@ -85,7 +85,7 @@ class TodoItemArgs(BaseModel):
     """Arguments of todo_add and todo_complete."""
 
     todo_list: str = Field(description="To-do list name")
-    item: str = Field(description="The item")
+    item: str
 
 
 class CalendarEventsArgs(BaseModel):
