@@ -57,6 +57,7 @@ DEFAULT_OPTIONS = {
     "keep_alive": -1,
     "request_timeout": 120,
     "web_search": True,
+    "ha_tools": False,
     "allowed_user_ids": [],
     "user_mapping": {},
     "stt_engine": "",
@@ -653,6 +654,7 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "keep_alive": 0,
         "request_timeout": 300,
         "web_search": False,
+        "ha_tools": False,
         "allowed_user_ids": [],
         "user_mapping": {},
         "blocked_services": ["lock.unlock"],
@@ -1339,3 +1341,18 @@ async def test_voice_and_photo_options_are_saved_and_can_be_emptied(
     assert entry.options["stt_engine"] == ""
     assert entry.options["vision_model"] == ""
     assert entry.options["voice_replies"] is False
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_home_assistants_tools_are_switched_on_in_the_options(
+    hass: HomeAssistant,
+) -> None:
+    """The "Use Home Assistant's tools" switch is offered, off, and saved."""
+    entry = add_entry(hass, options=DEFAULT_OPTIONS)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert suggested(result, "ha_tools") is False
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"ha_tools": True}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["ha_tools"] is True

@@ -45,6 +45,7 @@ from .models import (
     Interaction,
     MemorySource,
     Speaker,
+    TokenFigures,
     TurnResult,
 )
 from .ollama_api import url_without_credentials
@@ -65,17 +66,18 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
     from homeassistant.core import HomeAssistant
-    from langchain_core.messages import AnyMessage
+    from langchain_core.messages import AnyMessage, ToolCall
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .agent.satellite import Satellite
     from .executor import BlockingExecutor
     from .model_server import ModelBackend
     from .security.permissions import Policy
     from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
-    from .tools.registry import ToolRegistry
+    from .tools.registry import ToolOutcome, ToolRegistry
 
 # Automatic document context: one retrieval per turn, given up after this long.
 RETRIEVAL_TIMEOUT: Final = 3.0
@@ -227,6 +229,8 @@ class Assistant:
         images: Sequence[str] = (),
         sources: Sequence[str] = (),
         model: Runnable[list[AnyMessage], AIMessage] | None = None,
+        on_tool: Callable[[ToolCall, ToolOutcome], None] | None = None,
+        satellite: Satellite | None = None,
     ) -> TurnResult:
         """Answer one message; never raises for model, tool or storage trouble.
 
@@ -235,7 +239,10 @@ class Assistant:
         until the turn is over (and the chats were quiet for a while).
         ``images`` (base64) go to the vision model with this message only;
         ``sources`` name untrusted text the message carries (text in a photo);
-        ``model`` answers instead of the chat model (the vision model).
+        ``model`` answers instead of the chat model (the vision model);
+        ``on_tool`` is told of each tool call and its outcome (Assist's chat
+        log); ``satellite`` is the Assist device that asked (its area, its
+        timers, instructions an automation added).
         """
         async with self.scheduler.turn():
             return await self._async_turn(
@@ -246,6 +253,8 @@ class Assistant:
                 images=tuple(images),
                 sources=tuple(sources),
                 model=model,
+                on_tool=on_tool,
+                satellite=satellite,
             )
 
     def refresh_system_prompt(self) -> None:
@@ -278,6 +287,8 @@ class Assistant:
         images: tuple[str, ...] = (),
         sources: tuple[str, ...] = (),
         model: Runnable[list[AnyMessage], AIMessage] | None = None,
+        on_tool: Callable[[ToolCall, ToolOutcome], None] | None = None,
+        satellite: Satellite | None = None,
     ) -> TurnResult:
         stored = True
         try:
@@ -312,10 +323,13 @@ class Assistant:
                 user_name=speaker.name,
                 may_act=speaker.may_act,
                 texts=texts,
+                device_id=satellite.device_id if satellite else None,
+                default_area=satellite.area_id if satellite else None,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
             loading=self._async_model_loading,
+            on_tool=on_tool,
         )
         text_sources: list[str] = []
         if not speaker.may_act:
@@ -323,7 +337,8 @@ class Assistant:
             # for as long as the message stays in the prompt.
             runtime.tools.mark_tainted(NOT_KNOWN_SOURCE)
             text_sources.append(NOT_KNOWN_SOURCE)
-        for source in sources:
+        # Instructions an automation added to an Assist request: outside text.
+        for source in (*sources, *(satellite.sources if satellite else ())):
             # Text in a photo can carry instructions: outside text too.
             runtime.tools.mark_tainted(source)
             text_sources.append(source)
@@ -339,7 +354,10 @@ class Assistant:
             counter=self.counter,
             system_prompt=self.system_prompt,
             turn=TurnContext(
-                header=describe_moment(self.hass, speaker.name),
+                header=[
+                    *describe_moment(self.hass, speaker.name),
+                    *(satellite.header() if satellite else ()),
+                ],
                 session=describe_home(self.hass),
                 entities=entities,
                 profile=await self._async_profile(speaker, text),
@@ -389,6 +407,7 @@ class Assistant:
                 model_seconds=sum(runtime.model_calls),
                 proposals=tuple(runtime.tools.proposals),
                 context_tokens=runtime.context_tokens,
+                tokens=TokenFigures.from_usage(runtime.usage),
             )
         self.checkpoints.turn_ended(session.thread_id)
         self.health.succeeded()
@@ -435,6 +454,7 @@ class Assistant:
             context_tokens=runtime.context_tokens,
             interaction=interaction,
             taint_sources=tuple(runtime.tools.taint_sources),
+            tokens=TokenFigures.from_usage(runtime.usage),
         )
 
     async def _async_model_loading(self) -> bool:

@@ -18,6 +18,7 @@ from .const import (
     CONF_ALLOWED_USER_IDS,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
+    CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NUM_CTX,
@@ -30,6 +31,7 @@ from .const import (
     CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
@@ -55,6 +57,7 @@ from .store.vectors import VectorStore
 from .tasks.manager import TaskManager
 from .tasks.tools import task_tools
 from .telegram import TelegramGateway
+from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
 from .tools.history import HISTORY_TOOLS
@@ -209,6 +212,9 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
             *task_tools(tasks),
+            # Last, sorted, fixed schemas: switching them on changes the
+            # cached prefix once.
+            *(ha_tools() if options.get(CONF_HA_TOOLS, DEFAULT_HA_TOOLS) else ()),
         ],
         disabled=disabled,
     )
@@ -248,6 +254,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         ),
         policy=policy,
     )
+    # A confirmed timer action runs HA's timer tool on the satellite.
+    confirmations.internal.update(timer_runners(hass))
     # Settle what a restart interrupted before anything new can be decided.
     await confirmations.async_recover()
     gateway = TelegramGateway(

@@ -21,6 +21,7 @@ from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from pydantic import BaseModel, Field
 
+from ..agent.satellite import with_default_area
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
 from ..security.firewall import mark_untrusted_parts
 from ..security.people import acting_user_id
@@ -424,6 +425,8 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
     )
     if entity_ids:
         data[ATTR_ENTITY_ID] = list(dict.fromkeys(entity_ids))
+    # Said to a voice satellite without naming a place: the satellite's room.
+    data = with_default_area(domain, data, ctx.default_area)
     verdict = evaluate_call(hass, domain, service, data, policy=ctx.policy)
     if verdict.decision is Decision.BLOCK:
         await _audit(ctx, verdict, name, "refused")
