@@ -20,6 +20,7 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
+from .local_intents import LocalIntentsWatch
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
@@ -128,6 +129,8 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
+    # Pipelines where HA's own intents answer before our agent: a repair each.
+    entry.async_on_unload(LocalIntentsWatch(hass, entry).async_start())
     await data.gateway.async_start(early)
     if data.tasks is not None:
         # Armed once Home Assistant has started (the entities they watch).
