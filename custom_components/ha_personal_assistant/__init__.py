@@ -49,7 +49,12 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
-PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR, Platform.TODO]
+PLATFORMS: list[Platform] = [
+    Platform.AI_TASK,
+    Platform.CONVERSATION,
+    Platform.SENSOR,
+    Platform.TODO,
+]
 # HA waits about 30 s for stop listeners; ours finish well within that.
 SHUTDOWN_TIMEOUT: Final = 15  # seconds
 

@@ -15,9 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from homeassistant.components.assist_pipeline import Pipeline
+    from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
-
-    from .data import PersonalAssistantConfigEntry
 
 ASSIST_PIPELINE: Final = "assist_pipeline"
 # The issue's translation key; its id adds the pipeline's id.
@@ -56,9 +55,7 @@ class LocalIntentsWatch:
     this entry (it is only an after-dependency).
     """
 
-    def __init__(
-        self, hass: HomeAssistant, entry: PersonalAssistantConfigEntry
-    ) -> None:
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry) -> None:
         """Watch on behalf of ``entry``'s conversation agent."""
         self._hass = hass
         self._entry = entry
