@@ -170,17 +170,32 @@ async def test_the_repair_goes_when_the_pipeline_changes_agent_or_is_deleted(
     assert _issue(hass, second) is None
 
 
-async def test_no_repair_without_prefer_local_and_none_after_unload(
+async def test_a_pipeline_without_prefer_local_gets_no_repair(
     hass: HomeAssistant, assistant: MockConfigEntry
 ) -> None:
-    """Only "prefer local" pipelines warn; an unloaded entry leaves no warning."""
-    agent = _agent_id(hass, assistant)
-    plain = await _create_pipeline(hass, agent, prefer_local=False, name="Plain")
-    local = await _create_pipeline(hass, agent, prefer_local=True, name="Local")
+    """Our agent with "prefer local" off: every command reaches our policy."""
+    plain = await _create_pipeline(
+        hass, _agent_id(hass, assistant), prefer_local=False, name="Plain"
+    )
     assert _issue(hass, plain) is None
-    assert _issue(hass, local) is not None
 
-    assert await hass.config_entries.async_unload(assistant.entry_id)
+
+async def test_an_ignored_repair_survives_a_reload_and_goes_with_the_entry(
+    hass: HomeAssistant, assistant: MockConfigEntry
+) -> None:
+    """An options change does not bring it back; removing the entry drops it."""
+    local = await _create_pipeline(
+        hass, _agent_id(hass, assistant), prefer_local=True, name="Local"
+    )
+    ir.async_ignore_issue(hass, DOMAIN, f"prefer_local_intents_{local.id}", True)
+    assert await hass.config_entries.async_reload(assistant.entry_id)
+    await hass.async_block_till_done()
+    issue = _issue(hass, local)
+    assert issue is not None
+    assert issue.dismissed_version is not None
+
+    assert await hass.config_entries.async_remove(assistant.entry_id)
+    await hass.async_block_till_done()
     assert _issue(hass, local) is None
 
 

@@ -20,7 +20,7 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
-from .local_intents import LocalIntentsWatch
+from .local_intents import LocalIntentsWatch, async_delete_local_intents_issues
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
@@ -193,7 +193,7 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue; with the last entry, the user and the data.
+    """Drop the entry's repair issues; with the last entry, the user and the data.
 
     Removing the last Personal Assistant entry deletes what the integration
     wrote: its two databases (conversations, profiles, pending confirmations,
@@ -202,6 +202,8 @@ async def async_remove_entry(
     the household's own files: it is kept (and the folder with it).
     """
     async_delete_policy_issue(hass, entry.entry_id)
+    # No entry, no agent for a pipeline to bypass.
+    async_delete_local_intents_issues(hass)
     if not hass.config_entries.async_entries(DOMAIN):
         await async_remove_acting_user(hass)
         removed = await hass.async_add_executor_job(remove_data, storage_dir(hass))

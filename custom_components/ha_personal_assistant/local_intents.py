@@ -78,10 +78,14 @@ class LocalIntentsWatch:
 
     @callback
     def async_stop(self) -> None:
-        """Stop watching and drop the issues: without the entry, no agent bypassed."""
+        """Stop watching.
+
+        The issues stay: a reload (an options change) must not bring back
+        one the user chose to ignore. Removing the entry drops them
+        (:func:`async_delete_local_intents_issues`).
+        """
         while self._unsubscribe:
             self._unsubscribe.pop()()
-        self._async_sync_issues([])
 
     @callback
     def _async_component_loaded(self, _event: Event[Any]) -> None:
@@ -124,13 +128,7 @@ class LocalIntentsWatch:
     @callback
     def _async_sync_issues(self, pipelines: list[Pipeline]) -> None:
         wanted = {local_intents_issue_id(p.id): p for p in pipelines}
-        for domain, issue_id in list(ir.async_get(self._hass).issues):
-            if (
-                domain == DOMAIN
-                and issue_id.startswith(ISSUE_PREFIX)
-                and issue_id not in wanted
-            ):
-                ir.async_delete_issue(self._hass, DOMAIN, issue_id)
+        async_delete_local_intents_issues(self._hass, keep=set(wanted))
         for issue_id, pipeline in wanted.items():
             ir.async_create_issue(
                 self._hass,
@@ -142,6 +140,20 @@ class LocalIntentsWatch:
                 translation_placeholders={"pipeline": pipeline.name},
                 data={"pipeline_id": pipeline.id},
             )
+
+
+@callback
+def async_delete_local_intents_issues(
+    hass: HomeAssistant, keep: set[str] | None = None
+) -> None:
+    """Delete the prefer-local-intents issues, except those in ``keep``."""
+    for domain, issue_id in list(ir.async_get(hass).issues):
+        if (
+            domain == DOMAIN
+            and issue_id.startswith(ISSUE_PREFIX)
+            and issue_id not in (keep or set())
+        ):
+            ir.async_delete_issue(hass, DOMAIN, issue_id)
 
 
 @callback
