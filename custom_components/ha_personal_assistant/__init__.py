@@ -20,6 +20,7 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
+from .local_intents import LocalIntentsWatch, async_delete_local_intents_issues
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
@@ -48,7 +49,12 @@ if TYPE_CHECKING:
     from .data import PersonalAssistantConfigEntry
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
-PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR, Platform.TODO]
+PLATFORMS: list[Platform] = [
+    Platform.AI_TASK,
+    Platform.CONVERSATION,
+    Platform.SENSOR,
+    Platform.TODO,
+]
 # HA waits about 30 s for stop listeners; ours finish well within that.
 SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
@@ -128,6 +134,8 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
+    # Pipelines where HA's own intents answer before our agent: a repair each.
+    entry.async_on_unload(LocalIntentsWatch(hass, entry).async_start())
     await data.gateway.async_start(early)
     if data.tasks is not None:
         # Armed once Home Assistant has started (the entities they watch).
@@ -185,7 +193,7 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue; with the last entry, the user and the data.
+    """Drop the entry's repair issues; with the last entry, the user and the data.
 
     Removing the last Personal Assistant entry deletes what the integration
     wrote: its two databases (conversations, profiles, pending confirmations,
@@ -194,6 +202,8 @@ async def async_remove_entry(
     the household's own files: it is kept (and the folder with it).
     """
     async_delete_policy_issue(hass, entry.entry_id)
+    # No entry, no agent for a pipeline to bypass.
+    async_delete_local_intents_issues(hass)
     if not hass.config_entries.async_entries(DOMAIN):
         await async_remove_acting_user(hass)
         removed = await hass.async_add_executor_job(remove_data, storage_dir(hass))

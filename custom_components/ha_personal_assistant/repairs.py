@@ -1,4 +1,4 @@
-"""Repair issues: weakened permissions, damaged files moved aside."""
+"""Repair issues: weakened permissions, damaged files, pipelines that bypass us."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from homeassistant.core import callback
 from homeassistant.helpers import issue_registry as ir
 
 from .const import DOMAIN, LOGGER
+from .local_intents import ISSUE_PREFIX as LOCAL_INTENTS_ISSUE_PREFIX
 from .security.permissions import Policy
 from .store.shared import DATA_STORAGE
 
@@ -142,6 +143,45 @@ class DamagedFileRepairFlow(RepairsFlow):
         return self.async_create_entry(data={})
 
 
+class LocalIntentsRepairFlow(RepairsFlow):
+    """Turn "Prefer handling commands locally" off for one pipeline."""
+
+    def __init__(self, pipeline_id: str) -> None:
+        """Remember which pipeline the issue is about."""
+        self._pipeline_id = pipeline_id
+
+    async def async_step_init(
+        self,
+        user_input: dict[str, str] | None = None,  # noqa: ARG002 - the issue's data
+    ) -> RepairsFlowResult:
+        """Start with the confirmation (HA passes the issue here, not an answer)."""
+        return await self.async_step_confirm()
+
+    async def async_step_confirm(
+        self, user_input: dict[str, str] | None = None
+    ) -> RepairsFlowResult:
+        """Say what changes; on submit, turn the setting off."""
+        # Imported here: the issue exists only once assist_pipeline is loaded.
+        from homeassistant.components.assist_pipeline import (  # noqa: PLC0415
+            PipelineNotFound,
+            async_update_pipeline,
+        )
+        from homeassistant.components.assist_pipeline.pipeline import (  # noqa: PLC0415
+            async_get_pipeline,
+        )
+
+        try:
+            pipeline = async_get_pipeline(self.hass, self._pipeline_id)
+        except PipelineNotFound:
+            return self.async_abort(reason="pipeline_removed")
+        if user_input is None:
+            return self.async_show_form(
+                step_id="confirm", description_placeholders={"pipeline": pipeline.name}
+            )
+        await async_update_pipeline(self.hass, pipeline, prefer_local_intents=False)
+        return self.async_create_entry(data={})
+
+
 async def async_create_fix_flow(
     hass: HomeAssistant,  # noqa: ARG001 - HA's signature
     issue_id: str,
@@ -150,5 +190,11 @@ async def async_create_fix_flow(
     """Return the fix flow of a fixable issue."""
     if issue_id in DAMAGED_FILE_ISSUES and data and isinstance(data.get("path"), str):
         return DamagedFileRepairFlow(data["path"])
+    if (
+        issue_id.startswith(LOCAL_INTENTS_ISSUE_PREFIX)
+        and data
+        and isinstance(data.get("pipeline_id"), str)
+    ):
+        return LocalIntentsRepairFlow(data["pipeline_id"])
     msg = f"No fix flow for {issue_id}"
     raise ValueError(msg)

@@ -101,7 +101,7 @@ def _bound_models(
     the same model, settings and tools (the same cached prefix on the server)
     with a smaller output cap.
     """
-    settings = _chat_settings(options)
+    settings = chat_settings(options)
     name = entry.data[CONF_MODEL]
     chat = backend.build_chat_model(name, settings)
     background = backend.build_chat_model(
@@ -110,7 +110,7 @@ def _bound_models(
     return bind_model(chat, schemas), bind_model(background, schemas)
 
 
-def _chat_settings(options: dict[str, Any]) -> ChatSettings:
+def chat_settings(options: dict[str, Any]) -> ChatSettings:
     """Return how every chat request is made, from the entry's options."""
     return ChatSettings(
         num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
@@ -133,7 +133,7 @@ def _vision_models(
     message (Ollama's ``images``, OpenAI's ``image_url`` data URLs).
     """
     model = backend.build_chat_model(
-        str(options[CONF_VISION_MODEL]), _chat_settings(options)
+        str(options[CONF_VISION_MODEL]), chat_settings(options)
     )
     return bind_model(model, schemas), model
 

@@ -106,14 +106,17 @@ def area_name(hass: HomeAssistant, entity_id: str) -> str | None:
     return area.name if area is not None else None
 
 
+# A tool's refusal of an entity that is hidden or does not exist.
+NOT_VISIBLE_REPLY: Final = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
+
+
 def _visible_state(hass: HomeAssistant, entity_id: str) -> State:
     """Return the state of an exposed entity, or refuse in words the model can use."""
     state = hass.states.get(entity_id)
     if state is None or not is_visible(hass, entity_id):
         # The same answer for both, naming nothing, so the model cannot probe
         # for hidden entities.
-        msg = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
-        raise ToolError(msg)
+        raise ToolError(NOT_VISIBLE_REPLY)
     return state
 
 
