@@ -46,6 +46,9 @@ CONF_REQUEST_TIMEOUT: Final = "request_timeout"
 DEFAULT_REQUEST_TIMEOUT: Final = 120  # seconds for one model round trip
 CONF_WEB_SEARCH: Final = "web_search"
 DEFAULT_WEB_SEARCH: Final = True
+# HA's intent recognizer answers known commands first (agent/fast_path.py).
+CONF_FAST_PATH: Final = "fast_path"
+DEFAULT_FAST_PATH: Final = True
 CONF_ALLOWED_USER_IDS: Final = "allowed_user_ids"
 CONF_USER_MAPPING: Final = "user_mapping"
 # Voice notes, photos and files (media.py, speech.py).
