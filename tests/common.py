@@ -27,9 +27,9 @@ from custom_components.ha_personal_assistant.const import (
     CONF_API_KEY,
     CONF_BACKEND,
     CONF_BASE_URL,
+    CONF_FAST_PATH,
     CONF_MODEL,
     CONF_OLLAMA_URL,
-    CONF_FAST_PATH,
     CONF_REQUEST_TIMEOUT,
     DOMAIN,
 )
