@@ -123,6 +123,7 @@ class FastPath:
         if result is None or result.unmatched_entities:
             return None
         name = result.intent.name
+        LOGGER.debug("Fast path: recognized %s", name)
         intent_obj = intent.Intent(
             self.hass,
             DOMAIN,

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.helpers import intent
 
+from ..const import LOGGER
+
 if TYPE_CHECKING:
     from homeassistant.core import Context, HomeAssistant, ServiceRegistry
 
@@ -26,6 +28,8 @@ READ_ONLY_INTENTS: Final = frozenset(
         "HassGetCurrentTime",
         "HassGetWeather",
         "HassClimateGetTemperature",
+        # A fixed answer to a fixed question ("what can I say?").
+        "HassRespond",
     }
 )
 # Intents whose handlers act only through service calls (read in HA 2026.10),
@@ -123,12 +127,14 @@ async def async_plan(
     intent_obj.hass = _DryRunHass(hass, services)  # type: ignore[assignment]
     try:
         response = await handler.async_handle(intent_obj)
-    except intent.IntentError:
+    except intent.IntentError as err:
+        LOGGER.debug("Fast path: %s not planned: %r", intent_obj.intent_type, err)
         return None
     finally:
         intent_obj.hass = hass
     calls = [call for call in services.calls if call.data.get(ATTR_ENTITY_ID)]
     if not calls or len(calls) != len(services.calls):
+        LOGGER.debug("Fast path: %s made calls without targets", intent_obj.intent_type)
         # A call without an entity target cannot be judged on its targets.
         return None
     return calls, response
