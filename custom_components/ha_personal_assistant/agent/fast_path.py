@@ -77,7 +77,6 @@ class FastAnswer:
 
     reply: str
     proposals: tuple[Verdict, ...] = ()
-    acted: bool = False
 
 
 class FastPath:
@@ -207,7 +206,6 @@ class FastPath:
                 return FastAnswer(
                     ctx.texts("fast_path_failed", error=outcome.content[:300]),
                     proposals=tuple(ctx.proposals),
-                    acted=True,
                 )
         if ctx.proposals:
             # The policy changed its mind between the plan and the call
@@ -230,7 +228,7 @@ class FastPath:
                 ctx.texts,
             )
             speech = ctx.texts("done", summary=summary)
-        return FastAnswer(speech, acted=True)
+        return FastAnswer(speech)
 
 
 def _args(call: PlannedCall) -> dict[str, Any]:
