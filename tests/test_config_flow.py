@@ -58,6 +58,7 @@ DEFAULT_OPTIONS = {
     "request_timeout": 120,
     "web_search": True,
     "ha_tools": False,
+    "fast_path": True,
     "allowed_user_ids": [],
     "user_mapping": {},
     "stt_engine": "",
@@ -615,6 +616,7 @@ async def test_options_form_shows_current_values(hass: HomeAssistant) -> None:
     assert result["step_id"] == "init"
     assert suggested(result, "num_ctx") == 16384
     assert suggested(result, "web_search") is True
+    assert suggested(result, "fast_path") is True
     assert suggested(result, "allowed_user_ids") == ["42"]
 
 
@@ -655,6 +657,7 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "request_timeout": 300,
         "web_search": False,
         "ha_tools": False,
+        "fast_path": True,
         "allowed_user_ids": [],
         "user_mapping": {},
         "blocked_services": ["lock.unlock"],

@@ -13,6 +13,12 @@ from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
 
+from .agent.fast_path import (
+    FastPath,
+    async_record_fast_turn,
+    fast_context,
+    takes_fast_path,
+)
 from .agent.graph import (
     AgentState,
     TurnRuntime,
@@ -210,6 +216,9 @@ class Assistant:
             | None
         ) = None
         self.vision_model_name: str | None = None
+        # Answers what HA's intent recognizer understands without the model
+        # (option fast_path); set by runtime.
+        self.fast_path: FastPath | None = None
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -277,7 +286,7 @@ class Assistant:
             fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
         )
 
-    async def _async_turn(  # noqa: PLR0913 - the message and how it came
+    async def _async_turn(  # noqa: PLR0913, PLR0915 - the message and how it came
         self,
         conversation_key: str,
         text: str,
@@ -308,6 +317,12 @@ class Assistant:
             self.checkpoints.skip_saving(session.thread_id)
         turn_id = new_turn_id()
         texts = await async_texts(self.hass, speaker.language)
+        if stored and (
+            fast := await self._async_fast_turn(
+                conversation_key, session, text, speaker, texts, images, sources
+            )
+        ):
+            return fast
         runtime = TurnRuntime(
             model=self.model,
             registry=self.registry,
@@ -455,6 +470,42 @@ class Assistant:
             interaction=interaction,
             taint_sources=tuple(runtime.tools.taint_sources),
             tokens=TokenFigures.from_usage(runtime.usage),
+        )
+
+    async def _async_fast_turn(  # noqa: PLR0913, PLR0917 - the message and how it came
+        self,
+        conversation_key: str,
+        session: Session,
+        text: str,
+        speaker: Speaker,
+        texts: Texts,
+        images: Sequence[str],
+        sources: Sequence[str],
+    ) -> TurnResult | None:
+        """Answer through HA's intent recognizer, or None for the model."""
+        if self.fast_path is None or not takes_fast_path(
+            images=images, sources=sources, may_act=speaker.may_act
+        ):
+            return None
+        ctx = fast_context(
+            self.hass,
+            database=self.database,
+            policy=self.policy,
+            conversation_key=conversation_key,
+            speaker=speaker,
+            texts=texts,
+        )
+        answer = await self.fast_path.async_answer(text, texts.language, ctx)
+        if answer is None:
+            return None
+        return await async_record_fast_turn(
+            self.graph,
+            self.history,
+            conversation_key=conversation_key,
+            session=session,
+            text=text,
+            speaker=speaker,
+            answer=answer,
         )
 
     async def _async_model_loading(self) -> bool:

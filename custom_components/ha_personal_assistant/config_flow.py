@@ -41,6 +41,7 @@ from .const import (
     CONF_CONFIRM_SERVICES,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
     CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
@@ -56,6 +57,7 @@ from .const import (
     CONF_WEB_SEARCH,
     DEFAULT_BASE_URL,
     DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_FAST_PATH,
     DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
@@ -204,6 +206,7 @@ OPTIONS_SCHEMA = vol.Schema(
         ),
         vol.Required(CONF_WEB_SEARCH, default=DEFAULT_WEB_SEARCH): BooleanSelector(),
         vol.Required(CONF_HA_TOOLS, default=DEFAULT_HA_TOOLS): BooleanSelector(),
+        vol.Required(CONF_FAST_PATH, default=DEFAULT_FAST_PATH): BooleanSelector(),
         vol.Optional(CONF_ALLOWED_USER_IDS): TextSelector(
             TextSelectorConfig(type=TextSelectorType.TEXT, multiple=True)
         ),
@@ -375,6 +378,7 @@ def default_options() -> dict[str, Any]:
         CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
         CONF_WEB_SEARCH: DEFAULT_WEB_SEARCH,
         CONF_HA_TOOLS: DEFAULT_HA_TOOLS,
+        CONF_FAST_PATH: DEFAULT_FAST_PATH,
         CONF_ALLOWED_USER_IDS: [],
         CONF_USER_MAPPING: {},
         CONF_STT_ENGINE: "",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
 
+from .agent.fast_path import FastPath
 from .agent.graph import bind_model, build_graph
 from .assistant import Assistant
 from .const import (
@@ -18,6 +19,7 @@ from .const import (
     CONF_ALLOWED_USER_IDS,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
     CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
@@ -31,6 +33,7 @@ from .const import (
     CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_FAST_PATH,
     DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
@@ -241,6 +244,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         scheduler=storage.scheduler,
     )
     assistant.background_model = bound_background
+    if bool(options.get(CONF_FAST_PATH, DEFAULT_FAST_PATH)):
+        assistant.fast_path = FastPath(hass, registry, policy)
     media = await _async_setup_media(
         hass, entry, storage, assistant, registry.schemas()
     )

@@ -66,6 +66,7 @@ from .security.confirmations import (
     Outcome,
     async_summarize,
 )
+from .security.origin import FORWARDED_SOURCE, OutsideWords
 from .security.people import is_known
 from .security.permissions import ResolvedCall
 from .speech import async_speak, async_transcribe, resolve_engines
@@ -210,6 +211,9 @@ class Incoming:
     language: str | None = None
     # A voice note, photo or file sent with the message (its caption is text).
     attachment: Attachment | None = None
+    # Forwarded, or quoting another chat's message: not the sender's own
+    # words (security/origin.py).
+    forwarded: bool = False
 
     @property
     def key(self) -> str:
@@ -576,6 +580,7 @@ class TelegramGateway:
         # bots' applications that report it (telegram_bot entry id -> the
         # application and our handler in it).
         self._languages: dict[int, str] = {}
+        self._outside_words = OutsideWords()
         self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
         # Updates telegram_bot reported on the bus but not through the signal.
         self.signal_watch = SignalWatch(hass, EVENT_TYPES, self._bots.keys)
@@ -712,7 +717,12 @@ class TelegramGateway:
             application.remove_handler(handler, group=LANGUAGE_HANDLER_GROUP)
 
     async def _note_language(self, update: object, _context: object) -> None:
-        """Remember the sender's language_code; the update goes on unchanged."""
+        """Remember the sender's language_code; the update goes on unchanged.
+
+        Also notes a forwarded or quoted message (telegram_bot's event does
+        not say).
+        """
+        self._outside_words.note(update)
         user = getattr(update, "effective_user", None)
         code = getattr(user, "language_code", None)
         if isinstance(code, str) and code and isinstance(user_id := user.id, int):  # type: ignore[union-attr]
@@ -779,6 +789,8 @@ class TelegramGateway:
             return
         if language := self._languages.get(incoming.user_id):
             incoming = replace(incoming, language=language)
+        if self._outside_words.take(incoming.chat_id, incoming.message_id):
+            incoming = replace(incoming, forwarded=True)
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
             LOGGER.debug(
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
@@ -900,7 +912,11 @@ class TelegramGateway:
                 speaker,
                 on_text=on_text,
                 images=turn.images,
-                sources=turn.sources,
+                sources=(
+                    (*turn.sources, FORWARDED_SOURCE)
+                    if incoming.forwarded
+                    else turn.sources
+                ),
                 model=turn.model,
             )
         except BaseException:

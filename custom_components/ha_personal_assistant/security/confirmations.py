@@ -29,6 +29,7 @@ from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
+from .origin import FORWARDED_SOURCE
 from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 
@@ -92,6 +93,7 @@ _SOURCE_KEYS: Final = {
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",
     EXTRA_PROMPT_SOURCE: "source_extra_prompt",
+    FORWARDED_SOURCE: "source_forwarded",
 }
 _ENTITY_TEXT: Final = re.compile(r"text of ([a-z0-9_]+\.[a-z0-9_]+)")
 _TOOL_RESULTS: Final = re.compile(r"([a-z_]+) results")
