@@ -549,7 +549,7 @@ class Develop:
                 "  Long-lived access token:",
                 f"    export TOKEN={owner['token']}",
                 "",
-                f"  Assist (the chat icon at the top right of {link}) answers with",
+                f"  Assist (the chat icon at the top right of {link}) talks to",
                 f"  our agent {agent}. From a shell:",
                 (
                     '    curl -H "Authorization: Bearer $TOKEN" '
@@ -571,9 +571,12 @@ class Develop:
                     "llama-server,"
                 ),
                 f"  behind the Ollama-API shim on {self.models.url}.",
-                "  This tiny model only shows the plumbing: its answers are often",
-                "  wrong or odd, and it rarely calls a tool. For real answers point",
-                "  the house at an Ollama (the entry follows on the next start):",
+                "  This is a plumbing demo: it shows a question going through the",
+                "  integration to a model and back, not good answers. A 135M model",
+                "  is far too small for this job: expect nonsense (code, HTML, the",
+                "  wrong state) after up to a minute, and rarely a tool call. For",
+                "  real answers point the house at an Ollama with a capable model",
+                "  (the entry follows on the next start):",
                 (
                     "    OLLAMA_URL=http://my-ollama:11434 OLLAMA_MODEL=qwen3:4b "
                     "scripts/develop"
