@@ -334,3 +334,28 @@ async def test_assist_asks_in_the_conversations_language(
         "Erledigt: Aufschließen: Front Door (lock.front_door)"
     )
     assert hass.states.get("lock.front_door").state == "unlocked"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_a_removed_link_is_marked_in_the_readers_language(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    language: str,
+) -> None:
+    """A link the reply may not carry is replaced in the reader's language."""
+    telegram.languages[ALICE_ID] = language
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.reply("Log in at https://ha-login.example.org/verify now.")
+
+    await telegram.send_text("Where do I log in?", chat_id=ALICE_ID)
+    sent = (await telegram.wait_for_sent(1, chat_id=ALICE_ID))[0]
+
+    removed = fixed_text("link_removed", language)
+    assert sent["text"] == f"Log in at {removed} now."
+    if language != "en":
+        assert removed != "[link removed]"
+    if language == "de":
+        assert sent["text"] == "Log in at [Link entfernt] now."
+
