@@ -185,9 +185,9 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue; with the last entry, the user and the data.
+    """Drop the entry's repair issue, the user it acted as and the data.
 
-    Removing the last Personal Assistant entry deletes what the integration
+    Removing the Personal Assistant entry deletes what the integration
     wrote: its two databases (conversations, profiles, pending confirmations,
     logs, the document index), their journals and any damaged copies it set
     aside, and the Home Assistant user it acted as. The documents folder holds
