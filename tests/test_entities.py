@@ -266,6 +266,8 @@ async def test_an_entry_named_the_old_way_keeps_its_entities(
     assert device.id == old_device.id
     assert device.name == "Personal Assistant"
     assert device.manufacturer == "Personal Assistant integration"
+    # The title generated from the model and server takes the device's name.
+    assert entry.title == "Personal Assistant"
     state = hass.states.get("sensor.qwen3_4b_on_127_0_0_1_context_tokens")
     assert state is not None
     assert state.attributes["friendly_name"] == "Personal Assistant Context tokens"
@@ -334,6 +336,7 @@ async def test_a_removed_model_raises_an_issue_that_clears_when_pulled(
     assert issue.translation_key == "model_missing"
     assert issue.translation_placeholders is not None
     assert issue.translation_placeholders["model"] == MODEL
+    assert issue.translation_placeholders["name"] == "Personal Assistant"
 
     fake_ollama.models[model.name] = model
     await _tick(hass, freezer, 1.1)

@@ -31,7 +31,7 @@ from custom_components.ha_personal_assistant.security.permissions import (
     parse_entries,
 )
 
-from .common import async_setup_assistant
+from .common import async_setup_assistant, texts
 from .policy_house import async_setup_policy_house
 
 if TYPE_CHECKING:
@@ -1015,7 +1015,12 @@ def test_weakened_names_what_is_less_safe(
     options: dict[str, Any], problems: list[str]
 ) -> None:
     """The repair issue lists what no longer asks or is no longer blocked."""
-    assert Policy.from_options(options).weakened() == problems
+    english = texts()
+    described = [
+        english(problem.key, entry=problem.entry)
+        for problem in Policy.from_options(options).weakened()
+    ]
+    assert described == problems
 
 
 @pytest.mark.parametrize(
@@ -1051,7 +1056,7 @@ def test_parse_entries_refuses_malformed_entries(bad: str) -> None:
 
 async def test_the_repair_issue_can_be_removed(hass: HomeAssistant) -> None:
     """Removing an entry's issue leaves no warning behind."""
-    async_update_policy_issue(hass, "abc", "Assistant", {"confirm_services": []})
+    await async_update_policy_issue(hass, "abc", {"confirm_services": []})
     issues = ir.async_get(hass)
     assert issues.async_get_issue(DOMAIN, "unsafe_permissions_abc") is not None
     async_delete_policy_issue(hass, "abc")
@@ -1076,6 +1081,6 @@ async def test_setup_warns_about_unsafe_options(
     assert issue.translation_key == "unsafe_permissions"
     assert issue.translation_placeholders == {
         "settings": "lock.unlock runs without confirmation",
-        "title": entry.title,
+        "name": "Personal Assistant",
     }
     assert await hass.config_entries.async_unload(entry.entry_id)

@@ -23,6 +23,7 @@ from .const import (
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
+from .naming import async_rename_generated_title
 from .repairs import (
     async_check_policy,
     async_delete_policy_issue,
@@ -95,7 +96,8 @@ async def async_setup_entry(
     # The firewall's model file, read once per process in the executor before
     # any text is checked (a bad file is logged; the patterns then decide).
     await async_load_model(hass)
-    async_check_policy(hass, entry)
+    async_rename_generated_title(hass, entry)
+    await async_check_policy(hass, entry)
     # Every service call runs as an HA user: the mapped one, else this one.
     await async_ensure_acting_user(hass)
     try:
