@@ -19,7 +19,13 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 
 from custom_components.ha_personal_assistant.const import DOMAIN
 
-from .common import MODEL, async_setup_assistant, async_setup_house, fire_time_changed
+from .common import (
+    MODEL,
+    async_setup_assistant,
+    async_setup_house,
+    fire_time_changed,
+    wait_until,
+)
 from .fake_ollama import FakeOllama
 
 if TYPE_CHECKING:
@@ -289,7 +295,11 @@ async def test_a_reply_updates_latency_and_context_tokens(
     fake_ollama.reply("All quiet.")
     await telegram.send_text("How is the house?")
     await telegram.wait_for_sent(1)
-    await hass.async_block_till_done()
+    # The figures are recorded once the delivery has ended, which can be a
+    # moment after Telegram got the message.
+    await wait_until(
+        lambda: _state(hass, assistant, "last_reply_latency").state != "unknown"
+    )
     latency = _state(hass, assistant, "last_reply_latency")
     assert float(latency.state) > 0
     assert latency.attributes["unit_of_measurement"] == "s"
