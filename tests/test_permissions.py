@@ -10,6 +10,7 @@ from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
 from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 
@@ -1083,4 +1084,34 @@ async def test_setup_warns_about_unsafe_options(
         "settings": "lock.unlock runs without confirmation",
         "name": "Personal Assistant",
     }
+    assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+async def test_the_repair_names_the_assistant_as_its_device_is_named(
+    hass: HomeAssistant, fake_ollama: FakeOllama
+) -> None:
+    """A device the user renamed gives the repair its name, not the model's."""
+    await async_setup_policy_house(hass)
+    entry = await async_setup_assistant(
+        hass,
+        fake_ollama,
+        confirm_services=sorted(DEFAULT_CONFIRM_SERVICES - {"lock.unlock"}),
+    )
+    devices = dr.async_get(hass)
+    device = devices.async_get_device_by_identifier(
+        (DOMAIN, entry.entry_id), entry.entry_id
+    )
+    assert device is not None
+    devices.async_update_device(device.id, name_by_user="House brain")
+
+    # Saving the options (unchanged) raises the issue again.
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    await hass.config_entries.options.async_configure(result["flow_id"], {})
+    await hass.async_block_till_done()
+
+    issue = ir.async_get(hass).async_get_issue(
+        DOMAIN, f"unsafe_permissions_{entry.entry_id}"
+    )
+    assert issue is not None
+    assert (issue.translation_placeholders or {})["name"] == "House brain"
     assert await hass.config_entries.async_unload(entry.entry_id)

@@ -32,7 +32,9 @@ DEVICE_NAME: Final = "Personal Assistant"
 @callback
 def assistant_name(hass: HomeAssistant, entry_id: str) -> str:
     """Return the name people see for the assistant: its device's."""
-    device = dr.async_get(hass).async_get_device(identifiers={(DOMAIN, entry_id)})
+    device = dr.async_get(hass).async_get_device_by_identifier(
+        (DOMAIN, entry_id), entry_id
+    )
     if device is not None and (name := device.name_by_user or device.name):
         return name
     return DEVICE_NAME
