@@ -263,7 +263,8 @@ async def test_full_flow_with_embedding_model(
         {"model": "qwen3:8b", "embedding_model": "nomic-embed-text:latest"},
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert result["title"] == "qwen3:8b on 192.168.1.10"
+    # Titled as the device is named, not after the model.
+    assert result["title"] == "Personal Assistant"
     assert result["data"] == {
         "ollama_url": OLLAMA_URL,
         "model": "qwen3:8b",
@@ -540,7 +541,8 @@ async def test_reconfigure_moves_to_another_server(
         "embedding_model": "nomic-embed-text:latest",
     }
     assert entry.unique_id == OTHER_URL
-    assert entry.title == "qwen3:8b on 192.168.1.20"
+    # The title generated from the old model and server becomes the device's name.
+    assert entry.title == "Personal Assistant"
     assert entry.options == DEFAULT_OPTIONS
     assert len(mock_setup_entry.mock_calls) == 1
 
@@ -1237,7 +1239,7 @@ async def test_unsafe_permissions_raise_a_repair_until_restored(
     assert issue.translation_placeholders == {
         "settings": "lock.unlock runs without confirmation; "
         "script is no longer blocked",
-        "title": entry.title,
+        "name": "Personal Assistant",
     }
 
     # Saving other options keeps the unsafe policy, and the warning.
@@ -1303,7 +1305,7 @@ def test_repair_strings_exist() -> None:
     )
     issue = strings["issues"]["unsafe_permissions"]
     assert "{settings}" in issue["description"]
-    assert "{title}" in issue["description"]
+    assert "{name}" in issue["description"]
     for field, name in SECTIONS.items():
         section = strings["options"]["step"]["init"]["sections"][name]
         assert section["name"].startswith("Permissions: ")

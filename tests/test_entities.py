@@ -277,6 +277,8 @@ async def test_an_entry_named_the_old_way_keeps_its_entities(
     assert device.id == old_device.id
     assert device.name == "Personal Assistant"
     assert device.manufacturer == "Personal Assistant integration"
+    # The title generated from the model and server takes the device's name.
+    assert entry.title == "Personal Assistant"
     state = hass.states.get("sensor.qwen3_4b_on_127_0_0_1_context_tokens")
     assert state is not None
     assert state.attributes["friendly_name"] == "Personal Assistant Context tokens"
@@ -298,8 +300,8 @@ async def test_a_reply_updates_latency_and_context_tokens(
     fake_ollama.reply("All quiet.")
     await telegram.send_text("How is the house?")
     await telegram.wait_for_sent(1)
-    # The turn is recorded just after its reply goes out, in the gateway's
-    # background task.
+    # The figures are recorded once the delivery has ended, which can be a
+    # moment after Telegram got the message.
     await wait_until(
         lambda: _state(hass, assistant, "last_reply_latency").state != "unknown"
     )
@@ -349,6 +351,7 @@ async def test_a_removed_model_raises_an_issue_that_clears_when_pulled(
     assert issue.translation_key == "model_missing"
     assert issue.translation_placeholders is not None
     assert issue.translation_placeholders["model"] == MODEL
+    assert issue.translation_placeholders["name"] == "Personal Assistant"
 
     fake_ollama.models[model.name] = model
     await _tick(hass, freezer, 1.1)

@@ -24,6 +24,7 @@ from .local_intents import LocalIntentsWatch, async_delete_local_intents_issues
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
+from .naming import async_rename_generated_title
 from .repairs import (
     async_check_policy,
     async_delete_policy_issue,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from homeassistant.helpers.typing import ConfigType
 
     from .data import PersonalAssistantConfigEntry
+    from .store.shared import SharedStorage
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 PLATFORMS: list[Platform] = [
@@ -101,28 +103,11 @@ async def async_setup_entry(
     # The firewall's model file, read once per process in the executor before
     # any text is checked (a bad file is logged; the patterns then decide).
     await async_load_model(hass)
-    async_check_policy(hass, entry)
+    async_rename_generated_title(hass, entry)
+    await async_check_policy(hass, entry)
     # Every service call runs as an HA user: the mapped one, else this one.
     await async_ensure_acting_user(hass)
-    try:
-        storage = await async_acquire_storage(hass)
-    except sqlite3.Error as err:
-        # Locked by another program or a full disk: the files are kept as
-        # they are and HA retries the setup later.
-        raise ConfigEntryNotReady(
-            translation_domain=DOMAIN,
-            translation_key="storage_busy",
-            translation_placeholders={"error": str(err)},
-        ) from err
-    # A damaged file was moved aside and started afresh: the user must know.
-    # Checkpoints: ongoing conversations start anew (pending confirmations live
-    # in the assistant database). Database: history and profiles were reset.
-    for key, aside in (
-        ("checkpoints_recreated", storage.checkpoints.recreated_from),
-        ("database_recreated", storage.database.recreated_from),
-    ):
-        if aside is not None:
-            async_raise_damaged_file_issue(hass, key, aside)
+    storage = await _async_open_storage(hass)
     try:
         data = await runtime.async_build(hass, entry, storage, backend)
     except BaseException:
@@ -161,6 +146,30 @@ async def async_setup_entry(
     return True
 
 
+async def _async_open_storage(hass: HomeAssistant) -> SharedStorage:
+    """Open the databases, telling the user about a damaged file set aside."""
+    try:
+        storage = await async_acquire_storage(hass)
+    except sqlite3.Error as err:
+        # Locked by another program or a full disk: the files are kept as
+        # they are and HA retries the setup later.
+        raise ConfigEntryNotReady(
+            translation_domain=DOMAIN,
+            translation_key="storage_busy",
+            translation_placeholders={"error": str(err)},
+        ) from err
+    # A damaged file was moved aside and started afresh: the user must know.
+    # Checkpoints: ongoing conversations start anew (pending confirmations live
+    # in the assistant database). Database: history and profiles were reset.
+    for key, aside in (
+        ("checkpoints_recreated", storage.checkpoints.recreated_from),
+        ("database_recreated", storage.database.recreated_from),
+    ):
+        if aside is not None:
+            async_raise_damaged_file_issue(hass, key, aside)
+    return storage
+
+
 async def async_unload_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> bool:
@@ -193,9 +202,9 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issues; with the last entry, the user and the data.
+    """Drop the entry's repair issues, the user it acted as and the data.
 
-    Removing the last Personal Assistant entry deletes what the integration
+    Removing the Personal Assistant entry deletes what the integration
     wrote: its two databases (conversations, profiles, pending confirmations,
     logs, the document index), their journals and any damaged copies it set
     aside, and the Home Assistant user it acted as. The documents folder holds

@@ -383,7 +383,11 @@ class Assistant:
 
         def shown(raw: str) -> str:
             # Links only from this turn's search results (or the user's message).
-            return filter_reply(raw, [*runtime.tools.allowed_urls, *find_links(text)])
+            return filter_reply(
+                raw,
+                [*runtime.tools.allowed_urls, *find_links(text)],
+                texts("link_removed"),
+            )
 
         if on_text is not None:
 

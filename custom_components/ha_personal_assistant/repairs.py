@@ -10,7 +10,9 @@ from homeassistant.core import callback
 from homeassistant.helpers import issue_registry as ir
 
 from .const import DOMAIN, LOGGER
+from .i18n import async_texts
 from .local_intents import ISSUE_PREFIX as LOCAL_INTENTS_ISSUE_PREFIX
+from .naming import assistant_name
 from .security.permissions import Policy
 from .store.shared import DATA_STORAGE
 
@@ -28,16 +30,23 @@ def unsafe_permissions_issue_id(entry_id: str) -> str:
     return f"{UNSAFE_PERMISSIONS}_{entry_id}"
 
 
-@callback
-def async_update_policy_issue(
-    hass: HomeAssistant, entry_id: str, title: str, options: Mapping[str, Any]
+async def async_update_policy_issue(
+    hass: HomeAssistant, entry_id: str, options: Mapping[str, Any]
 ) -> None:
-    """Raise the repair issue for unsafe options, or clear it when they are safe."""
+    """Raise the repair issue for unsafe options, or clear it when they are safe.
+
+    The issue's text is translated by the frontend; what it lists ("lock.unlock
+    runs without confirmation") is written here, in Home Assistant's language.
+    """
     issue_id = unsafe_permissions_issue_id(entry_id)
     problems = Policy.from_options(options).weakened()
     if not problems:
         ir.async_delete_issue(hass, DOMAIN, issue_id)
         return
+    texts = await async_texts(hass)
+    settings = "; ".join(
+        texts(problem.key, entry=problem.entry) for problem in problems
+    )
     ir.async_create_issue(
         hass,
         DOMAIN,
@@ -45,14 +54,16 @@ def async_update_policy_issue(
         is_fixable=False,
         severity=ir.IssueSeverity.WARNING,
         translation_key=UNSAFE_PERMISSIONS,
-        translation_placeholders={"settings": "; ".join(problems), "title": title},
+        translation_placeholders={
+            "settings": settings,
+            "name": assistant_name(hass, entry_id),
+        },
     )
 
 
-@callback
-def async_check_policy(hass: HomeAssistant, entry: ConfigEntry) -> None:
+async def async_check_policy(hass: HomeAssistant, entry: ConfigEntry) -> None:
     """Raise or clear the unsafe-permissions issue for an entry's options."""
-    async_update_policy_issue(hass, entry.entry_id, entry.title, entry.options)
+    await async_update_policy_issue(hass, entry.entry_id, entry.options)
 
 
 @callback

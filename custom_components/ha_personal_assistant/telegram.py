@@ -599,7 +599,7 @@ class TelegramGateway:
         )
 
     async def async_start(self, early: EarlyUpdates | None = None) -> None:
-        """Listen for telegram_bot's events, unless another entry already does.
+        """Listen for telegram_bot's events, unless an older entry already does.
 
         The messages a stop left unanswered are taken first: a message that
         comes in at once (Telegram delivers what was sent while Home
@@ -610,10 +610,12 @@ class TelegramGateway:
         if not async_claim_telegram(self.hass, self.entry.entry_id):
             if early is not None:
                 early.async_stop()
+            # Only entries made before single_config_entry can be two.
             LOGGER.warning(
-                "Another Personal Assistant entry already answers Telegram; "
-                "%s stays silent there",
-                self.entry.title,
+                "More than one Personal Assistant entry exists (made by an older "
+                "version, which allowed that); entry %s does not answer Telegram. "
+                "Delete the one you do not use",
+                self.entry.entry_id,
             )
             return
         self._unsubs.append(
