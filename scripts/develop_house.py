@@ -12,7 +12,9 @@ integration into it). This script:
    demo lights, locks and covers to Assist, sets up the integration with the
    config flow and makes its conversation agent the preferred Assist
    pipeline's; on later runs it only points the entry at the model server
-   when that changed;
+   when that changed; on every run, with the embedded model, it sets the
+   entry's reply length (``num_predict``) to the smallest, so a question the
+   model answers takes a minute or two, not several;
 4. prints a banner with the link, the credentials, the token and a curl line;
 5. on Ctrl-C (SIGINT) or SIGTERM stops all it started, Home Assistant first.
 
@@ -54,6 +56,10 @@ CLIENT_ID: Final = "http://localhost:8123/"
 OWNER_NAME: Final = "Developer"
 OWNER_USERNAME: Final = "dev"
 EXPOSED_DOMAINS: Final = ("light", "lock", "cover")
+# The embedded 135M model's replies: short, so a question takes seconds, not
+# minutes (the integration's smallest; a capable model gets its default back).
+DEVELOP_NUM_PREDICT: Final = 64
+DEFAULT_NUM_PREDICT: Final = 512
 HA_START_TIMEOUT: Final = 900.0
 STOP_TIMEOUT: Final = 60.0
 
@@ -72,6 +78,26 @@ def _select_options(field: JsonDict) -> list[str]:
         option["value"] if isinstance(option, dict) else str(option)
         for option in select.get("options", [])
     ]
+
+
+def options_answer(flow: JsonDict) -> JsonDict:
+    """Return the options form's current values, as the form suggests them.
+
+    Folded sections (the permission lists) are left out: the flow keeps them
+    as they are. Empty optional fields are left out too (an entity field
+    refuses an empty string).
+    """
+    answer: JsonDict = {}
+    for field in flow.get("data_schema") or []:
+        if field.get("type") == "expandable":
+            continue
+        value = (field.get("description") or {}).get("suggested_value")
+        if value is None:
+            value = field.get("default")
+        if value is None or value == "":
+            continue
+        answer[field["name"]] = value
+    return answer
 
 
 class HassApi:
@@ -431,10 +457,46 @@ class Develop:
             if current is not None and current != self.models.url:
                 say(f"pointing {DOMAIN} at {self.models.url} (was {current})")
                 await self.run_flow(api, {"handler": DOMAIN, "entry_id": entry_id})
+        entries = await api.request(
+            "GET", f"/api/config/config_entries/entry?domain={DOMAIN}"
+        )
+        await self.reply_length(api, entries[0]["entry_id"])
         agent = await self.agent(api)
         if created:
             await self.prefer_agent(api, agent)
         return agent
+
+    async def reply_length(self, api: HassApi, entry_id: str) -> None:
+        """Set the entry's ``num_predict`` for this model server by its options flow.
+
+        The embedded 135M model gets the smallest reply length, a real Ollama
+        the integration's default back when this script had set the small one;
+        a length set by hand for a real Ollama is left alone.
+        """
+        flow = await api.request(
+            "POST", "/api/config/config_entries/options/flow", {"handler": entry_id}
+        )
+        answer = options_answer(flow)
+        current = answer.get("num_predict")
+        wanted = current
+        if not self.ollama_url:
+            wanted = DEVELOP_NUM_PREDICT
+        elif current == DEVELOP_NUM_PREDICT:
+            wanted = DEFAULT_NUM_PREDICT
+        if wanted == current:
+            await api.request(
+                "DELETE", f"/api/config/config_entries/options/flow/{flow['flow_id']}"
+            )
+            return
+        say(f"options: num_predict {wanted} (was {current})")
+        flow = await api.request(
+            "POST",
+            f"/api/config/config_entries/options/flow/{flow['flow_id']}",
+            {**answer, "num_predict": wanted},
+        )
+        if flow["type"] != "create_entry":
+            msg = f"options flow ended with {flow}"
+            raise RuntimeError(msg)
 
     async def entry_url(self, api: HassApi, entry_id: str) -> str | None:
         """Return the entry's server URL, from the reconfigure form's suggestion."""
@@ -571,12 +633,19 @@ class Develop:
                     "llama-server,"
                 ),
                 f"  behind the Ollama-API shim on {self.models.url}.",
-                "  This is a plumbing demo: it shows a question going through the",
-                "  integration to a model and back, not good answers. A 135M model",
-                "  is far too small for this job: expect nonsense (code, HTML, the",
-                "  wrong state) after up to a minute, and rarely a tool call. For",
-                "  real answers point the house at an Ollama with a capable model",
-                "  (the entry follows on the next start):",
+                "",
+                '  Known commands ("is the front door locked?", "turn on the kitchen',
+                "  lights\") are answered at once and correctly by Home Assistant's",
+                "  own intent recognizer, under the assistant's rules (its fast",
+                "  path): no model call. Anything else goes to the model, and a 135M",
+                "  model is far too small for this job: its replies (cut at",
+                (
+                    f"  {DEVELOP_NUM_PREDICT} tokens here, after a minute or two) are "
+                    "often nonsense,"
+                ),
+                "  rarely a tool call. That part is a plumbing demo. For real answers",
+                "  point the house at an Ollama with a capable model (the entry",
+                "  follows on the next start):",
                 (
                     "    OLLAMA_URL=http://my-ollama:11434 OLLAMA_MODEL=qwen3:4b "
                     "scripts/develop"

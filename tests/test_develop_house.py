@@ -11,6 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from unittest.mock import patch
 
 import pytest
 from homeassistant.setup import async_setup_component
@@ -20,6 +21,7 @@ from custom_components.ha_personal_assistant.const import DOMAIN
 from .common import MODEL
 
 if TYPE_CHECKING:
+    from collections.abc import Generator
     from types import ModuleType
 
     from homeassistant.core import HomeAssistant
@@ -123,3 +125,80 @@ def test_a_choice_the_form_does_not_offer_stops_the_script(
     }
     with pytest.raises(RuntimeError, match=r"'ollama' is not among the choices"):
         develop.answer_step(flow)
+
+
+@pytest.fixture
+def mock_unload_entry() -> Generator[None]:
+    """Let the options flow's reload unload an entry mock_setup_entry never started."""
+    with patch(
+        "custom_components.ha_personal_assistant.async_unload_entry",
+        return_value=True,
+    ):
+        yield
+
+
+async def _created_entry(develop: Any, client: Any) -> str:
+    """Run the config flow as the script does; return the entry id."""
+    answer = await client.post(
+        "/api/config/config_entries/flow", json={"handler": DOMAIN}
+    )
+    flow = await answer.json()
+    while flow["type"] == "form":
+        answer = await client.post(
+            f"/api/config/config_entries/flow/{flow['flow_id']}",
+            json=develop.answer_step(flow),
+        )
+        flow = await answer.json()
+    return str(flow["result"]["entry_id"])
+
+
+@pytest.mark.usefixtures("core", "mock_setup_entry", "mock_unload_entry")
+async def test_the_embedded_model_gets_the_shortest_replies_through_the_options_flow(
+    hass: HomeAssistant,
+    hass_client: ClientSessionGenerator,
+    fake_ollama: FakeOllama,
+    develop_house: ModuleType,
+    tmp_path: Path,
+) -> None:
+    """num_predict is set by HA's real options form; the other options stay."""
+    assert await async_setup_component(hass, "config", {})
+    assert await async_setup_component(hass, DOMAIN, {})
+    client = await hass_client()
+    develop = _develop(develop_house, tmp_path, fake_ollama.url)
+    entry_id = await _created_entry(develop, client)
+    entry = hass.config_entries.async_get_entry(entry_id)
+    assert entry is not None
+    before = dict(entry.options)
+
+    await develop.reply_length(develop_house.HassApi(client, ""), entry_id)
+
+    assert entry.options["num_predict"] == develop_house.DEVELOP_NUM_PREDICT
+    assert entry.options["fast_path"] is True
+    assert {k: entry.options[k] for k in before if k != "num_predict"} == {
+        k: v for k, v in before.items() if k != "num_predict"
+    }
+
+
+@pytest.mark.usefixtures("core", "mock_setup_entry", "mock_unload_entry")
+async def test_a_real_ollama_gets_the_default_reply_length_back(
+    hass: HomeAssistant,
+    hass_client: ClientSessionGenerator,
+    fake_ollama: FakeOllama,
+    develop_house: ModuleType,
+    tmp_path: Path,
+) -> None:
+    """With OLLAMA_URL the script's short length is undone, once."""
+    assert await async_setup_component(hass, "config", {})
+    assert await async_setup_component(hass, DOMAIN, {})
+    client = await hass_client()
+    develop = _develop(develop_house, tmp_path, fake_ollama.url)
+    entry_id = await _created_entry(develop, client)
+    api = develop_house.HassApi(client, "")
+    await develop.reply_length(api, entry_id)
+
+    develop.ollama_url = fake_ollama.url
+    await develop.reply_length(api, entry_id)
+
+    entry = hass.config_entries.async_get_entry(entry_id)
+    assert entry is not None
+    assert entry.options["num_predict"] == develop_house.DEFAULT_NUM_PREDICT
