@@ -26,10 +26,17 @@ from homeassistant.helpers.translation import async_get_translations
 from ..const import DOMAIN, LOGGER
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
+from ..telegram_origin import (
+    FORWARDED_SOURCE,
+    QUOTED_SOURCE,
+    UNCHECKED_SOURCE,
+    VIA_BOT_SOURCE,
+)
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
 from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
+from .service_fields import KnownFields, async_known_fields
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -86,6 +93,10 @@ _SOURCE_KEYS: Final = {
     "a web search": "source_web",
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",
+    FORWARDED_SOURCE: "source_forwarded",
+    VIA_BOT_SOURCE: "source_via_bot",
+    QUOTED_SOURCE: "source_quoted",
+    UNCHECKED_SOURCE: "source_unchecked",
 }
 _ENTITY_TEXT: Final = re.compile(r"text of ([a-z0-9_]+\.[a-z0-9_]+)")
 _TOOL_RESULTS: Final = re.compile(r"([a-z_]+) results")
@@ -255,6 +266,7 @@ def describe_call(
     call: ResolvedCall,
     texts: Texts,
     service_names: Mapping[str, str] | None = None,
+    known_fields: KnownFields | None = None,
 ) -> str:
     """Describe a resolved call from the entities it touches, never from model prose.
 
@@ -263,6 +275,9 @@ def describe_call(
     and, for a scene, one line per entity it sets. ``service_names`` holds
     Home Assistant's names of the services in the reader's language (the
     ``services`` translations), for the actions without a verb of our own.
+    Only the data keys ``known_fields`` lists for the service (its
+    description's fields, service_fields.py) are shown; the others are
+    counted, none of their text shown (the model wrote the keys too).
     """
     if (task_key := TASK_VERBS.get((call.domain, call.service))) is not None:
         return texts(
@@ -289,16 +304,23 @@ def describe_call(
         # A service without a name in any language: its id.
         head = f"{call.service.replace('_', ' ').capitalize()} {listed}".rstrip()
     lines = [head]
+    known = (known_fields or {}).get((call.domain, call.service), frozenset())
+    data = {k: v for k, v in call.data.items() if k != ATTR_ENTITY_ID}
     details = sorted(
-        ((str(k), v) for k, v in call.data.items() if k != ATTR_ENTITY_ID),
+        ((k, v) for k, v in data.items() if isinstance(k, str) and k in known),
         key=lambda item: item[0],
     )
+    others = len(data) - len(details)
     lines.extend(
         f"{_key_text(key)}: {describe_value(key, value, texts)}"
         for key, value in details[:MAX_VALUES_SHOWN]
     )
     if len(details) > MAX_VALUES_SHOWN:
         lines.append(texts("more_values", count=len(details) - MAX_VALUES_SHOWN))
+    if others:
+        lines.append(
+            texts("other_field") if others == 1 else texts("other_fields", count=others)
+        )
     if (call.domain, call.service) == ("scene", "turn_on"):
         for scene_id in call.entity_ids[:MAX_ENTITIES_SHOWN]:
             lines.extend(_scene_effects(hass, scene_id, texts))
@@ -310,10 +332,11 @@ def summarize(
     calls: Sequence[ResolvedCall],
     texts: Texts,
     service_names: Mapping[str, str] | None = None,
+    known_fields: KnownFields | None = None,
 ) -> str:
     """Describe every call of a pending action, one per line when several."""
     lines = [
-        describe_call(hass, call, texts, service_names)
+        describe_call(hass, call, texts, service_names, known_fields)
         for call in calls[:MAX_CALLS_SHOWN]
     ]
     if len(calls) > MAX_CALLS_SHOWN:
@@ -333,7 +356,7 @@ async def async_summarize(
     except Exception as err:  # noqa: BLE001 - the service ids still name them
         LOGGER.debug("No service names in %s: %s", texts.language, err)
         names = {}
-    return summarize(hass, calls, texts, names)
+    return summarize(hass, calls, texts, names, await async_known_fields(hass, calls))
 
 
 def source_label(source: str, texts: Texts) -> str:
