@@ -34,6 +34,7 @@ from ..telegram_origin import (
 )
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
+from .names import model_name
 from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 from .service_fields import KnownFields, async_known_fields
@@ -233,10 +234,21 @@ def describe_value(key: str, value: object, texts: Texts) -> str:
     return one_line(text, MAX_VALUE_CHARS)
 
 
-def entity_label(hass: HomeAssistant, entity_id: str) -> str:
-    """Name an entity as HA names it, on one bounded line, with its id."""
+def entity_label(
+    hass: HomeAssistant, entity_id: str, *, for_model: bool = False
+) -> str:
+    """Name an entity as HA names it, on one bounded line, with its id.
+
+    ``for_model``: the text goes to the model, which never reads a name a
+    device chose (security/names.py).
+    """
     state = hass.states.get(entity_id)
-    name = one_line(state.name, MAX_NAME_CHARS) if state is not None else ""
+    if state is None:
+        name = ""
+    else:
+        name = one_line(
+            model_name(hass, state) if for_model else state.name, MAX_NAME_CHARS
+        )
     return f"{name} ({entity_id})" if name else entity_id
 
 
@@ -261,12 +273,14 @@ def _scene_effects(hass: HomeAssistant, scene_id: str, texts: Texts) -> list[str
     return lines
 
 
-def describe_call(
+def describe_call(  # noqa: PLR0913 - the call and how it is rendered
     hass: HomeAssistant,
     call: ResolvedCall,
     texts: Texts,
     service_names: Mapping[str, str] | None = None,
     known_fields: KnownFields | None = None,
+    *,
+    for_model: bool = False,
 ) -> str:
     """Describe a resolved call from the entities it touches, never from model prose.
 
@@ -285,7 +299,10 @@ def describe_call(
             task=call.data.get("task"),
             summary=one_line(call.data.get("summary"), MAX_TASK_CHARS),
         )
-    names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
+    names = [
+        entity_label(hass, e, for_model=for_model)
+        for e in call.entity_ids[:MAX_ENTITIES_SHOWN]
+    ]
     if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
         names.append(texts("and_more", count=len(call.entity_ids) - MAX_ENTITIES_SHOWN))
     listed = ", ".join(names)

@@ -48,6 +48,14 @@ def field_names(description: object) -> frozenset[str]:
     return frozenset(names)
 
 
+async def async_warm(hass: HomeAssistant) -> None:
+    """Read the service descriptions once, out of the first Confirm's way."""
+    try:
+        await async_get_all_descriptions(hass)
+    except Exception as err:  # noqa: BLE001 - the first Confirm reads them then
+        LOGGER.debug("No service descriptions yet: %s", err)
+
+
 async def async_known_fields(
     hass: HomeAssistant, calls: Iterable[ResolvedCall]
 ) -> KnownFields:
