@@ -17,6 +17,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from telegram import Message
+
+from custom_components.ha_personal_assistant.telegram_origin import Origin, origin_of
 
 from .common import async_setup_assistant, async_setup_house, fixed_text, tool_results
 from .telegram_harness import ALICE_ID
@@ -249,3 +252,79 @@ async def test_a_forwarded_confirm_command_is_not_obeyed(
     # The request still waits for Alice's own press.
     (request,) = _requests(telegram)
     assert request["reply_markup"]["inline_keyboard"]
+
+
+def _message(**content: Any) -> Message:
+    chat = {"id": GROUP, "type": "supergroup", "title": "Home", "is_forum": True}
+    data = {
+        "message_id": 50,
+        "from": {"id": ALICE_ID, "is_bot": False, "first_name": "Alice"},
+        "chat": chat,
+        "date": int(time.time()),
+        "text": "Switch off the kitchen lights",
+        **content,
+    }
+    message = Message.de_json(data, None)
+    assert message is not None
+    return message
+
+
+def _replied(sender: dict[str, Any] | None, **content: Any) -> dict[str, Any]:
+    chat = {"id": GROUP, "type": "supergroup", "title": "Home", "is_forum": True}
+    replied: dict[str, Any] = {
+        "message_id": 40,
+        "chat": chat,
+        "date": int(time.time()),
+        **content,
+    }
+    if sender is not None:
+        replied["from"] = sender
+    return {"reply_to_message": replied}
+
+
+GROUP = -1001234567890
+BOT = {"id": 123456789, "is_bot": True, "first_name": "HA Assistant"}
+ALICE = {"id": ALICE_ID, "is_bot": False, "first_name": "Alice"}
+
+
+@pytest.mark.parametrize(
+    ("content", "origin"),
+    [
+        ({}, Origin.OWN),
+        (_replied(BOT, text="Done."), Origin.OWN),
+        (_replied(ALICE, text="Earlier"), Origin.OWN),
+        # A topic message "replies" to the topic's first message.
+        (
+            {
+                "is_topic_message": True,
+                "message_thread_id": 40,
+                **_replied(
+                    EVE,
+                    forum_topic_created={"name": "Home", "icon_color": 7322096},
+                ),
+            },
+            Origin.OWN,
+        ),
+        (_replied(EVE, text=EVE_SAYS), Origin.QUOTED),
+        (_replied(None, text=EVE_SAYS), Origin.QUOTED),
+        (_replied(BOT, text="A result", **_via_bot()), Origin.QUOTED),
+        (_forward_from_eve(), Origin.FORWARDED),
+        (_via_bot(), Origin.VIA_BOT),
+        (_external_reply(), Origin.QUOTED),
+    ],
+    ids=[
+        "typed",
+        "reply to the bot",
+        "reply to oneself",
+        "topic message",
+        "reply to another person",
+        "reply to a channel post",
+        "reply to an inline bot's text",
+        "forward",
+        "inline bot",
+        "quote from another chat",
+    ],
+)
+def test_whose_words_a_message_carries(content: dict[str, Any], origin: Origin) -> None:
+    """Only the sender's own words, or a reply to them or the bot, are OWN."""
+    assert origin_of(_message(**content), BOT["id"]) is origin
