@@ -32,6 +32,7 @@ from .repairs import (
 )
 from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
+from .security.service_fields import async_warm as async_warm_descriptions
 from .services import async_setup_services
 from .store.shared import (
     async_acquire_storage,
@@ -122,6 +123,11 @@ async def async_setup_entry(
     # Pipelines where HA's own intents answer before our agent: a repair each.
     entry.async_on_unload(LocalIntentsWatch(hass, entry).async_start())
     await data.gateway.async_start(early)
+    # Confirm messages name the fields of Home Assistant's service
+    # descriptions: read now, in the background, not in a Confirm's way.
+    entry.async_create_background_task(
+        hass, async_warm_descriptions(hass), "ha_personal_assistant descriptions"
+    )
     if data.tasks is not None:
         # Armed once Home Assistant has started (the entities they watch).
         data.tasks.async_start()

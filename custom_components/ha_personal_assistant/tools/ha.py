@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from ..agent.satellite import with_default_area
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
 from ..security.firewall import mark_untrusted_parts
+from ..security.names import NAME_PLACEHOLDER, name_is_trusted
 from ..security.people import acting_user_id
 from ..security.permissions import (
     ASSISTANT,
@@ -231,9 +232,17 @@ def describe(
             if outside is not None
             else STATE_PLACEHOLDER
         )
+    name = state.name
+    if not name_is_trusted(hass, state.entity_id):
+        # A name the device chose (security/names.py): outside text.
+        name = (
+            outside.add(state.entity_id, f"{state.entity_id} name", name)
+            if outside is not None
+            else NAME_PLACEHOLDER
+        )
     info: dict[str, Any] = {
         "entity_id": state.entity_id,
-        "name": state.name,
+        "name": name,
         "state": value,
     }
     if (area := area_name(hass, state.entity_id)) is not None:
@@ -379,7 +388,13 @@ async def async_run_calls(
             msg = "the user's Home Assistant account may not do this"
             raise ToolError(msg) from err
         except (HomeAssistantError, vol.Invalid, ValueError) as err:
-            msg = f"{name} failed: {err}"
+            # HA's error may quote the data's keys, which the model wrote: a
+            # key that is not a plain identifier may be prose, never shown.
+            msg = (
+                f"{name} failed: {err}"
+                if all(isinstance(k, str) and _KEY.fullmatch(k) for k in call.data)
+                else f"{name} failed: Home Assistant refused fields it does not know"
+            )
             raise ToolError(msg) from err
         hass.bus.async_fire(
             EVENT_ACTION_EXECUTED,
