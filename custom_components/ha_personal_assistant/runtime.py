@@ -52,6 +52,7 @@ from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.shared import storage_dir
 from .store.vectors import VectorStore
+from .tasks.briefing import Briefer
 from .tasks.manager import TaskManager
 from .tasks.tools import task_tools
 from .telegram import TelegramGateway
@@ -265,6 +266,15 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # Tasks tell their makers through the gateway and ask through the same
     # confirmations as a turn; /tasks lists them.
     tasks.attach(gateway, confirmations)
+    tasks.briefer = Briefer(
+        hass,
+        backend=backend,
+        model_name=entry.data[CONF_MODEL],
+        settings=_chat_settings(options),
+        scheduler=storage.scheduler,
+        run_blocking=storage.executor.run,
+        timeout=request_timeout,
+    )
     gateway.tasks = tasks
     gateway.documents = documents
     # Scheduled work that holds the database: ended before the storage closes.

@@ -72,6 +72,7 @@ from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
+from .tasks.briefing_chat import CMD_BRIEFING, Asker, async_briefing_command
 from .tasks.chat import (
     CMD_TASK_CANCEL,
     CMD_TASKS,
@@ -1521,9 +1522,22 @@ class TelegramGateway:
             reply = await self._async_recent_actions(incoming, texts)
         elif command == "/searchlog":
             reply = await self._async_recent_searches(incoming, texts)
-        elif command == "/forget" and not self._is_known(incoming):
-            # Memory writes are for known people only.
+        elif command in ("/forget", CMD_BRIEFING) and not self._is_known(incoming):
+            # Memory writes and briefings are for known people only.
             reply = texts("not_known_reply")
+        elif command == CMD_BRIEFING:
+            asker = Asker(
+                person=_person(incoming),
+                name=incoming.first_name,
+                ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+                conversation_key=incoming.key,
+                bot_entry_id=incoming.bot_entry_id,
+                chat_id=incoming.chat_id,
+                language=texts.language,
+            )
+            reply = await async_briefing_command(
+                self.tasks, texts, asker, incoming.text
+            )
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(
