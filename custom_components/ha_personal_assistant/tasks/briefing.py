@@ -174,7 +174,7 @@ def read_changes(
         start,
         end,
         list(entity_ids),
-        include_start_time_state=False,
+        include_start_time_state=True,
         significant_changes_only=True,
         minimal_response=True,
         no_attributes=True,
@@ -182,6 +182,8 @@ def read_changes(
     )
     changes: list[tuple[str, str, float]] = []
     for entity_id, states in rows.items():
+        # The first row is the state at the window's start (or when the
+        # entity appeared): not a change.
         previous: str | None = None
         for row in states:
             if not isinstance(row, dict):
@@ -190,7 +192,9 @@ def read_changes(
             value = str(row.get("s", ""))
             if value == previous or value in ("unavailable", "unknown", ""):
                 continue
-            previous = value
+            first, previous = previous is None, value
+            if first:
+                continue
             at = row.get("lc", row.get("lu"))
             if isinstance(at, (int, float)):
                 changes.append((entity_id, value, float(at)))
