@@ -15,15 +15,12 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from homeassistant.components.calendar import DOMAIN as CALENDAR_DOMAIN
+from homeassistant.components.calendar import CalendarEvent
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
-from homeassistant.components.calendar import DOMAIN as CALENDAR_DOMAIN
-from homeassistant.components.calendar import CalendarEvent
 from homeassistant.util import dt as dt_util
-from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
-    MockConfigEntry,
-)
 from pytest_homeassistant_custom_component.components.recorder.common import (  # type: ignore[import-untyped]
     async_wait_recording_done,
 )
@@ -45,6 +42,9 @@ from .telegram_harness import ALICE_ID, TelegramHarness
 if TYPE_CHECKING:
     from freezegun.api import FrozenDateTimeFactory
     from homeassistant.core import HomeAssistant
+    from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+        MockConfigEntry,
+    )
 
     from .fake_ollama import FakeOllama
     from .restart import Restarter
