@@ -158,7 +158,7 @@ def watched(hass: HomeAssistant) -> dict[str, tuple[str, str, str | None]]:
 def read_changes(
     hass: HomeAssistant, entity_ids: Sequence[str], start: datetime, end: datetime
 ) -> list[tuple[str, str, float]]:
-    """Return (entity_id, state, time) of every change in the window; blocking.
+    """Return (entity_id, state, time) of the newest changes in the window; blocking.
 
     Runs in the recorder's executor, reduction included: the event loop
     only gets the few changes back.
@@ -199,7 +199,8 @@ def read_changes(
             if isinstance(at, (int, float)):
                 changes.append((entity_id, value, float(at)))
     changes.sort(key=lambda change: change[2])
-    return changes
+    # The newest are kept when there are too many; cut here, off the loop.
+    return changes[-MAX_CHANGES:]
 
 
 async def async_gather(
@@ -251,8 +252,7 @@ async def _async_changes(
         _name, domain, device_class = kinds[entity_id]
         word = state_word(domain, device_class, value)
         changes.append(Change(entity_id, word, at))
-    # The newest are kept when there are too many.
-    return changes[-MAX_CHANGES:]
+    return changes
 
 
 def _exposed(hass: HomeAssistant, domain: str) -> list[str]:
