@@ -20,8 +20,10 @@ from .const import (
     CONF_EMBEDDING_MODEL,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
+    CONF_NIGHT_HOURS,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
+    CONF_OPEN_MINUTES,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_STT_ENGINE,
@@ -31,8 +33,10 @@ from .const import (
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
+    DEFAULT_NIGHT_HOURS,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
+    DEFAULT_OPEN_MINUTES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_VOICE_REPLIES,
@@ -54,6 +58,7 @@ from .store.shared import storage_dir
 from .store.vectors import VectorStore
 from .tasks.briefing import Briefer
 from .tasks.manager import TaskManager
+from .tasks.notices import Notices, parse_night
 from .tasks.tools import task_tools
 from .telegram import TelegramGateway
 from .tools.documents import DOCUMENTS_OFF, document_tools
@@ -266,6 +271,17 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # Tasks tell their makers through the gateway and ask through the same
     # confirmations as a turn; /tasks lists them.
     tasks.attach(gateway, confirmations)
+    notices = Notices(
+        hass,
+        confirmations=confirmations,
+        gateway=gateway,
+        policy=policy,
+        night=parse_night(options.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS)),
+        open_minutes=float(options.get(CONF_OPEN_MINUTES, DEFAULT_OPEN_MINUTES)),
+    )
+    await notices.async_start()
+    entry.async_on_unload(notices.async_stop)
+    gateway.notices = notices
     tasks.briefer = Briefer(
         hass,
         backend=backend,

@@ -80,6 +80,7 @@ from .tasks.chat import (
     async_cancel_press,
     async_listing,
 )
+from .tasks.notices import CMD_NOTICES, Notices, Subscriber, async_notices_command
 from .telegram_watch import (
     TELEGRAM_DOMAIN,
     EarlyUpdates,
@@ -586,6 +587,7 @@ class TelegramGateway:
         self.last_latency: float | None = None
         # Reminders, timers and watches (/tasks and its buttons); set by runtime.
         self.tasks: TaskManager | None = None
+        self.notices: Notices | None = None
         # The text of each file offered for the documents, read when it was
         # checked, kept until its Confirm (in memory only: after a restart or
         # a reload, Confirm fetches the file again). (bot entry, file id) ->
@@ -1522,7 +1524,9 @@ class TelegramGateway:
             reply = await self._async_recent_actions(incoming, texts)
         elif command == "/searchlog":
             reply = await self._async_recent_searches(incoming, texts)
-        elif command in ("/forget", CMD_BRIEFING) and not self._is_known(incoming):
+        elif command in ("/forget", CMD_BRIEFING, CMD_NOTICES) and not self._is_known(
+            incoming
+        ):
             # Memory writes and briefings are for known people only.
             reply = texts("not_known_reply")
         elif command == CMD_BRIEFING:
@@ -1537,6 +1541,17 @@ class TelegramGateway:
             )
             reply = await async_briefing_command(
                 self.tasks, texts, asker, incoming.text
+            )
+        elif command == CMD_NOTICES:
+            subscriber = Subscriber(
+                person=_person(incoming),
+                bot_entry_id=incoming.bot_entry_id,
+                chat_id=incoming.chat_id,
+                language=texts.language,
+                ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            )
+            reply = await async_notices_command(
+                self.notices, texts, subscriber, incoming.text
             )
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
