@@ -43,9 +43,11 @@ from .const import (
     CONF_EMBEDDING_MODEL,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
+    CONF_NIGHT_HOURS,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
     CONF_OLLAMA_URL,
+    CONF_OPEN_MINUTES,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_STT_ENGINE,
@@ -56,9 +58,11 @@ from .const import (
     DEFAULT_BASE_URL,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_KEEP_ALIVE,
+    DEFAULT_NIGHT_HOURS,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
     DEFAULT_OLLAMA_URL,
+    DEFAULT_OPEN_MINUTES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_VOICE_REPLIES,
@@ -105,6 +109,7 @@ from .security.permissions import (
     Policy,
     parse_entries,
 )
+from .tasks.notices import valid_night
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -180,6 +185,11 @@ def _number(minimum: int, maximum: int, unit: str) -> vol.All[int]:
     )
 
 
+# How long a door may stay open at night before a notice, in minutes.
+MIN_OPEN_MINUTES: Final = 1
+MAX_OPEN_MINUTES: Final = 720
+
+
 OPTIONS_SCHEMA = vol.Schema(
     {
         vol.Required(
@@ -212,6 +222,11 @@ OPTIONS_SCHEMA = vol.Schema(
             CONF_VOICE_REPLIES, default=DEFAULT_VOICE_REPLIES
         ): BooleanSelector(),
         vol.Optional(CONF_VISION_MODEL): TextSelector(),
+        # Household notices (tasks/notices.py).
+        vol.Required(CONF_NIGHT_HOURS, default=DEFAULT_NIGHT_HOURS): TextSelector(),
+        vol.Required(CONF_OPEN_MINUTES, default=DEFAULT_OPEN_MINUTES): _number(
+            MIN_OPEN_MINUTES, MAX_OPEN_MINUTES, "min"
+        ),
     }
 )
 # Optional options a user can empty: a field left empty arrives without its
@@ -376,6 +391,8 @@ def default_options() -> dict[str, Any]:
         CONF_STT_ENGINE: "",
         CONF_VOICE_REPLIES: DEFAULT_VOICE_REPLIES,
         CONF_VISION_MODEL: "",
+        CONF_NIGHT_HOURS: DEFAULT_NIGHT_HOURS,
+        CONF_OPEN_MINUTES: DEFAULT_OPEN_MINUTES,
     }
 
 
@@ -857,6 +874,10 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))
             except ValueError:
                 errors[CONF_ALLOWED_USER_IDS] = "invalid_user_id"
+            night = str(general.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS))
+            if not valid_night(night):
+                errors[CONF_NIGHT_HOURS] = "invalid_night_hours"
+            general[CONF_NIGHT_HOURS] = night.replace(" ", "")
             for name, field in PERMISSION_SECTIONS.items():
                 if (section_input := user_input.get(name)) is None:
                     continue

@@ -119,6 +119,19 @@ class Cause:
     told: set[str] = field(default_factory=set)
 
 
+def valid_night(value: str) -> bool:
+    """Tell whether ``night_hours`` reads as "HH:MM-HH:MM"."""
+    parts = value.replace(" ", "").split("-")
+    if len(parts) != 2:  # noqa: PLR2004 - a start and an end
+        return False
+    try:
+        for part in parts:
+            dt_time.fromisoformat(part)
+    except ValueError:
+        return False
+    return True
+
+
 def parse_night(value: object) -> tuple[dt_time, dt_time]:
     """Read ``night_hours`` ("22:00-07:00"); the default when unreadable."""
     text = value if isinstance(value, str) else DEFAULT_NIGHT_HOURS
