@@ -357,3 +357,26 @@ async def test_briefing_off_ends_it_and_tasks_lists_it(
     assert await _ask_briefing(hass, telegram, "off") == fixed_text("briefing_off")
     assert _manager(entry).open_tasks() == []
     assert await _ask_briefing(hass, telegram, "off") == fixed_text("briefing_none")
+
+
+async def test_brief_me_every_morning_in_words_is_a_briefing_task(
+    recorder_mock: Any,
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """The model's schedule(message=BRIEFING) stores Alice's daily briefing."""
+    await _house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    await _manager(entry).ready.wait()
+    fake_ollama.tool_call(
+        "schedule", {"message": "BRIEFING", "at": "07:30", "repeat": "daily"}
+    )
+    fake_ollama.reply("Done: every morning at 07:30.")
+    await telegram.send_text("Brief me every morning at 7:30")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    [task] = _manager(entry).open_tasks()
+    assert task.kind == TaskKind.BRIEFING
+    assert task.message is None
+    assert task.repeat == "daily"
+    assert task.fire_at == at(28, 7, 30).timestamp()
