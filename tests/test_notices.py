@@ -216,3 +216,58 @@ async def test_a_hidden_door_open_at_night_never_sends_a_notice(
     await _move_to(hass, freezer, at(28, 23, 0))
     await _move_to(hass, freezer, at(29, 1, 0))
     assert len(telegram.sent_messages(ALICE_ID)) == before
+
+
+async def test_a_lock_unlocked_at_night_is_reported_at_once_and_locked_by_a_press(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unlocked at 23:00: a notice with a Lock button; the press locks it."""
+    monkeypatch.setattr("homeassistant.components.demo.lock.LOCK_UNLOCK_DELAY", 0)
+    await _setup(hass, telegram, fake_ollama)
+    await _move_to(hass, freezer, at(28, 23, 0))
+    before = len(telegram.sent_messages(ALICE_ID))
+    await hass.services.async_call(
+        "lock", "unlock", {"entity_id": "lock.front_door"}, blocking=True
+    )
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    notice = telegram.bot_messages(ALICE_ID)[-1]
+    assert notice["text"] == fixed_text("notice_unlocked", name="Front Door")
+    label, data = _button(notice)
+    assert label == fixed_text("notice_button_lock", name="Front Door")
+    await telegram.press_button(data, message_id=notice["message_id"])
+    await telegram.wait_for_calls("answerCallbackQuery", 1)
+    await hass.async_block_till_done()
+    state = hass.states.get("lock.front_door")
+    assert state is not None
+    assert state.state == "locked"
+    await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
+    assert _texts(telegram)[-1] == fixed_text("notice_cleared", name="Front Door")
+
+
+async def test_a_low_battery_at_night_waits_for_the_morning(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Below 10 % at 23:00: told at 07:00, when the night hours end."""
+    await _setup(hass, telegram, fake_ollama)
+    battery = "sensor.hall_sensor_battery"
+    hass.states.async_set(
+        battery, "40", {"device_class": "battery", "friendly_name": "Hall sensor"}
+    )
+    async_expose_entity(hass, "conversation", battery, True)
+    await _move_to(hass, freezer, at(28, 23, 0))
+    before = len(telegram.sent_messages(ALICE_ID))
+    hass.states.async_set(
+        battery, "5", {"device_class": "battery", "friendly_name": "Hall sensor"}
+    )
+    await _move_to(hass, freezer, at(29, 6, 59))
+    assert len(telegram.sent_messages(ALICE_ID)) == before
+    await _move_to(hass, freezer, at(29, 7, 0))
+    await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
+    assert _texts(telegram)[-1] == fixed_text("notice_battery", name="Hall sensor")

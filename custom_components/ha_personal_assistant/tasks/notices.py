@@ -287,6 +287,14 @@ class Notices:
         if new is None:
             self._forget(entity_id)
             return
+        if (
+            classify(new) is None
+            and new.state != "unavailable"
+            and (old is None or old.state != "unavailable")
+        ):
+            # A plain sensor's reading (the common case): nothing to notice,
+            # and no exposure lookup for it.
+            return
         self._check(new)
 
     @callback
