@@ -483,6 +483,9 @@ class Briefer:
     async def _async_model(self, message: str) -> str | None:
         from langchain_core.messages import AIMessage, HumanMessage  # noqa: PLC0415
 
+        from ..agent.graph import message_text  # noqa: PLC0415
+        from ..agent.reply_check import check_reply  # noqa: PLC0415
+
         try:
             if self._model is None:
                 self._model = await self._run_blocking(
@@ -497,9 +500,9 @@ class Briefer:
             return None
         if not isinstance(response, AIMessage) or response.tool_calls:
             return None
-        content = response.content
-        text = content if isinstance(content, str) else ""
-        text = unmark(text).strip()
-        if len(text) < MIN_REPLY_CHARS:
+        # No reasoning block, no datamarks copied from the fence, no junk (a
+        # tool call written as text, a schema dump): else the plain list.
+        text = unmark(message_text(response)).strip()
+        if len(text) < MIN_REPLY_CHARS or check_reply(text) is not None:
             return None
         return text
