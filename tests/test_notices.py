@@ -33,8 +33,12 @@ from .telegram_harness import ALICE_ID, BOB_ID, TelegramHarness
 if TYPE_CHECKING:
     from freezegun.api import FrozenDateTimeFactory
     from homeassistant.core import Event, HomeAssistant
+    from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+        MockConfigEntry,
+    )
 
     from .fake_ollama import FakeOllama
+    from .restart import Restarter
 
 pytestmark = pytest.mark.freeze_time("2025-03-28 20:00:00-07:00", tick=True)
 
@@ -76,17 +80,18 @@ async def _move_to(
 
 async def _setup(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
-) -> None:
+) -> MockConfigEntry:
     """The demo house, a hidden shed door, and Alice's notices on."""
     await async_setup_house(hass)
     hass.states.async_set(
         SHED_DOOR, "off", {"device_class": "door", "friendly_name": "Shed door"}
     )
     async_expose_entity(hass, "conversation", SHED_DOOR, False)
-    await async_setup_assistant(hass, fake_ollama)
+    entry = await async_setup_assistant(hass, fake_ollama)
     await telegram.send_command(CMD_NOTICES, ["on"])
     [reply] = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert reply["text"] == fixed_text("notices_on")
+    return entry
 
 
 async def _garage_open_at_2300(
@@ -176,6 +181,11 @@ async def test_the_button_closes_the_garage_exactly_once(
     assert len(cover_calls) == 1
     second = telegram.calls("answerCallbackQuery")[-1]["text"]
     assert second != telegram.calls("answerCallbackQuery")[0]["text"]
+    # Audited as Alice's action: /actions lists it.
+    count = len(telegram.sent_messages(ALICE_ID))
+    await telegram.send_command("/actions")
+    sent = await telegram.wait_for_sent(count + 1, chat_id=ALICE_ID)
+    assert "cover.close_cover" in sent[-1]["text"] or "Garage Door" in sent[-1]["text"]
 
 
 async def test_another_persons_press_is_refused(
@@ -271,3 +281,17 @@ async def test_a_low_battery_at_night_waits_for_the_morning(
     await _move_to(hass, freezer, at(29, 7, 0))
     await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
     assert _texts(telegram)[-1] == fixed_text("notice_battery", name="Hall sensor")
+
+
+async def test_notices_stay_on_after_a_restart(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+    restarter: Restarter,
+) -> None:
+    """Alice's /notices on survives a restart: the garage at night is reported."""
+    entry = await _setup(hass, telegram, fake_ollama)
+    await hass.async_block_till_done()
+    hass, telegram, entry = await restarter.restart(hass, telegram, entry)
+    await _notice(hass, telegram, freezer)
