@@ -65,6 +65,15 @@ def say(text: str) -> None:
     print(f"[develop] {text}", flush=True)
 
 
+def _select_options(field: JsonDict) -> list[str]:
+    """Return the values a form field's select offers (none: free input)."""
+    select = (field.get("selector") or {}).get("select") or {}
+    return [
+        option["value"] if isinstance(option, dict) else str(option)
+        for option in select.get("options", [])
+    ]
+
+
 class HassApi:
     """Home Assistant's REST and websocket APIs with one access token."""
 
@@ -328,16 +337,19 @@ class Develop:
         say(f"exposed to Assist: {', '.join(entity_ids)}")
 
     async def run_flow(self, api: HassApi, start: JsonDict) -> JsonDict:
-        """Run the config flow (new or reconfigure) to its end; return it."""
+        """Run the config flow (new or reconfigure) to its end; return it.
+
+        Each step is answered by the fields its form shows (its data_schema),
+        not by a fixed list of steps: a step that asks for something this
+        script cannot answer stops the run with the step and the field named.
+        """
         flow = await api.request("POST", "/api/config/config_entries/flow", start)
         while flow["type"] == "form":
             if flow.get("errors"):
                 msg = f"config flow step {flow['step_id']}: {flow['errors']}"
                 raise RuntimeError(msg)
-            if flow["step_id"] in {"user", "reconfigure"}:
-                answer = {"ollama_url": self.models.url}
-            else:
-                answer = {"model": self.pick_model(flow)}
+            answer = self.answer_step(flow)
+            say(f"config flow step {flow['step_id']!r}: {json.dumps(answer)}")
             flow = await api.request(
                 "POST", f"/api/config/config_entries/flow/{flow['flow_id']}", answer
             )
@@ -349,17 +361,59 @@ class Develop:
             raise RuntimeError(msg)
         return dict(flow)
 
-    def pick_model(self, flow: JsonDict) -> str:
+    def answer_step(self, flow: JsonDict) -> JsonDict:
+        """Return the answer to one form: a value for each field this run knows.
+
+        Fields this run has no value for are left to the flow when they are
+        optional or have a default; a required field without a default fails.
+        """
+        step = flow["step_id"]
+        answer: JsonDict = {}
+        for field in flow.get("data_schema") or []:
+            name = field["name"]
+            value = self.field_value(name, field)
+            if value is None:
+                if field.get("required") and "default" not in field:
+                    msg = (
+                        f"config flow step {step!r} asks for {name!r}, which "
+                        "scripts/develop_house.py cannot answer: teach "
+                        "Develop.field_value about it"
+                    )
+                    raise RuntimeError(msg)
+                continue
+            options = _select_options(field)
+            if options and value not in options:
+                msg = (
+                    f"config flow step {step!r}: {value!r} is not among the "
+                    f"choices for {name!r} ({', '.join(options)})"
+                )
+                raise RuntimeError(msg)
+            answer[name] = value
+        return answer
+
+    def field_value(self, name: str, field: JsonDict) -> str | None:
+        """Return this run's value for a config-flow field, or None."""
+        if name == "backend":
+            # The embedded server's shim and OLLAMA_URL both speak Ollama's API.
+            return "ollama"
+        if name == "ollama_url":
+            return self.models.url
+        if name == "model":
+            return self.pick_model(field)
+        return None
+
+    def pick_model(self, field: JsonDict) -> str | None:
         """Return the chat model: ours, OLLAMA_MODEL, or the flow's suggestion."""
         if self.models.model:
             return self.models.model
-        field = next(f for f in flow["data_schema"] if f["name"] == "model")
-        options = [o["value"] for o in field["selector"]["select"]["options"]]
         wanted = os.environ.get("OLLAMA_MODEL")
         if wanted:
             return wanted
         suggested = (field.get("description") or {}).get("suggested_value")
-        return str(suggested or options[0])
+        options = _select_options(field)
+        if suggested:
+            return str(suggested)
+        return options[0] if options else None
 
     async def integration(self, api: HassApi) -> str:
         """Set up the entry once (or repoint it); return its conversation agent."""
@@ -495,7 +549,7 @@ class Develop:
                 "  Long-lived access token:",
                 f"    export TOKEN={owner['token']}",
                 "",
-                f"  Assist (the chat icon at the top right of {link}) answers with",
+                f"  Assist (the chat icon at the top right of {link}) talks to",
                 f"  our agent {agent}. From a shell:",
                 (
                     '    curl -H "Authorization: Bearer $TOKEN" '
@@ -517,9 +571,12 @@ class Develop:
                     "llama-server,"
                 ),
                 f"  behind the Ollama-API shim on {self.models.url}.",
-                "  This tiny model only shows the plumbing: its answers are often",
-                "  wrong or odd, and it rarely calls a tool. For real answers point",
-                "  the house at an Ollama (the entry follows on the next start):",
+                "  This is a plumbing demo: it shows a question going through the",
+                "  integration to a model and back, not good answers. A 135M model",
+                "  is far too small for this job: expect nonsense (code, HTML, the",
+                "  wrong state) after up to a minute, and rarely a tool call. For",
+                "  real answers point the house at an Ollama with a capable model",
+                "  (the entry follows on the next start):",
                 (
                     "    OLLAMA_URL=http://my-ollama:11434 OLLAMA_MODEL=qwen3:4b "
                     "scripts/develop"

@@ -27,6 +27,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_API_KEY,
     CONF_BACKEND,
     CONF_BASE_URL,
+    CONF_FAST_PATH,
     CONF_MODEL,
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
@@ -115,7 +116,9 @@ async def async_setup_assistant(
         title=MODEL,
         unique_id=unique_id,
         data=data,
-        options={CONF_REQUEST_TIMEOUT: 10, **options},
+        # The fast path off unless a test asks for it: these tests script
+        # what the model does with sentences HA would otherwise answer.
+        options={CONF_REQUEST_TIMEOUT: 10, CONF_FAST_PATH: False, **options},
     )
     entry.add_to_hass(hass)
     assert await hass.config_entries.async_setup(entry.entry_id)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
 
+from .agent.fast_path import FastPath
 from .agent.graph import bind_model, build_graph
 from .assistant import Assistant
 from .const import (
@@ -18,6 +19,8 @@ from .const import (
     CONF_ALLOWED_USER_IDS,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
+    CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NIGHT_HOURS,
@@ -32,6 +35,8 @@ from .const import (
     CONF_VOICE_REPLIES,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_FAST_PATH,
+    DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NIGHT_HOURS,
     DEFAULT_NUM_CTX,
@@ -61,6 +66,7 @@ from .tasks.manager import TaskManager
 from .tasks.notices import Notices, parse_night
 from .tasks.tools import task_tools
 from .telegram import TelegramGateway
+from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
 from .tools.history import HISTORY_TOOLS
@@ -104,7 +110,7 @@ def _bound_models(
     the same model, settings and tools (the same cached prefix on the server)
     with a smaller output cap.
     """
-    settings = _chat_settings(options)
+    settings = chat_settings(options)
     name = entry.data[CONF_MODEL]
     chat = backend.build_chat_model(name, settings)
     background = backend.build_chat_model(
@@ -113,7 +119,7 @@ def _bound_models(
     return bind_model(chat, schemas), bind_model(background, schemas)
 
 
-def _chat_settings(options: dict[str, Any]) -> ChatSettings:
+def chat_settings(options: dict[str, Any]) -> ChatSettings:
     """Return how every chat request is made, from the entry's options."""
     return ChatSettings(
         num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
@@ -136,7 +142,7 @@ def _vision_models(
     message (Ollama's ``images``, OpenAI's ``image_url`` data URLs).
     """
     model = backend.build_chat_model(
-        str(options[CONF_VISION_MODEL]), _chat_settings(options)
+        str(options[CONF_VISION_MODEL]), chat_settings(options)
     )
     return bind_model(model, schemas), model
 
@@ -215,6 +221,9 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
             *task_tools(tasks),
+            # Last, sorted, fixed schemas: switching them on changes the
+            # cached prefix once.
+            *(ha_tools() if options.get(CONF_HA_TOOLS, DEFAULT_HA_TOOLS) else ()),
         ],
         disabled=disabled,
     )
@@ -241,6 +250,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         scheduler=storage.scheduler,
     )
     assistant.background_model = bound_background
+    if bool(options.get(CONF_FAST_PATH, DEFAULT_FAST_PATH)):
+        assistant.fast_path = FastPath(hass, registry, policy)
     media = await _async_setup_media(
         hass, entry, storage, assistant, registry.schemas()
     )
@@ -254,6 +265,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         ),
         policy=policy,
     )
+    # A confirmed timer action runs HA's timer tool on the satellite.
+    confirmations.internal.update(timer_runners(hass))
     # Settle what a restart interrupted before anything new can be decided.
     await confirmations.async_recover()
     gateway = TelegramGateway(
@@ -286,7 +299,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         hass,
         backend=backend,
         model_name=entry.data[CONF_MODEL],
-        settings=_chat_settings(options),
+        settings=chat_settings(options),
         scheduler=storage.scheduler,
         run_blocking=storage.executor.run,
         timeout=request_timeout,

@@ -66,6 +66,7 @@ from .security.confirmations import (
     Outcome,
     async_summarize,
 )
+from .security.origin import FORWARDED_SOURCE, OutsideWords
 from .security.people import is_known
 from .security.permissions import ResolvedCall
 from .speech import async_speak, async_transcribe, resolve_engines
@@ -212,6 +213,9 @@ class Incoming:
     language: str | None = None
     # A voice note, photo or file sent with the message (its caption is text).
     attachment: Attachment | None = None
+    # Forwarded, or quoting another chat's message: not the sender's own
+    # words (security/origin.py).
+    forwarded: bool = False
 
     @property
     def key(self) -> str:
@@ -578,6 +582,7 @@ class TelegramGateway:
         # bots' applications that report it (telegram_bot entry id -> the
         # application and our handler in it).
         self._languages: dict[int, str] = {}
+        self._outside_words = OutsideWords()
         self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
         # Updates telegram_bot reported on the bus but not through the signal.
         self.signal_watch = SignalWatch(hass, EVENT_TYPES, self._bots.keys)
@@ -597,7 +602,7 @@ class TelegramGateway:
         )
 
     async def async_start(self, early: EarlyUpdates | None = None) -> None:
-        """Listen for telegram_bot's events, unless another entry already does.
+        """Listen for telegram_bot's events, unless an older entry already does.
 
         The messages a stop left unanswered are taken first: a message that
         comes in at once (Telegram delivers what was sent while Home
@@ -608,10 +613,12 @@ class TelegramGateway:
         if not async_claim_telegram(self.hass, self.entry.entry_id):
             if early is not None:
                 early.async_stop()
+            # Only entries made before single_config_entry can be two.
             LOGGER.warning(
-                "Another Personal Assistant entry already answers Telegram; "
-                "%s stays silent there",
-                self.entry.title,
+                "More than one Personal Assistant entry exists (made by an older "
+                "version, which allowed that); entry %s does not answer Telegram. "
+                "Delete the one you do not use",
+                self.entry.entry_id,
             )
             return
         self._unsubs.append(
@@ -715,7 +722,12 @@ class TelegramGateway:
             application.remove_handler(handler, group=LANGUAGE_HANDLER_GROUP)
 
     async def _note_language(self, update: object, _context: object) -> None:
-        """Remember the sender's language_code; the update goes on unchanged."""
+        """Remember the sender's language_code; the update goes on unchanged.
+
+        Also notes a forwarded or quoted message (telegram_bot's event does
+        not say).
+        """
+        self._outside_words.note(update)
         user = getattr(update, "effective_user", None)
         code = getattr(user, "language_code", None)
         if isinstance(code, str) and code and isinstance(user_id := user.id, int):  # type: ignore[union-attr]
@@ -782,6 +794,8 @@ class TelegramGateway:
             return
         if language := self._languages.get(incoming.user_id):
             incoming = replace(incoming, language=language)
+        if self._outside_words.take(incoming.chat_id, incoming.message_id):
+            incoming = replace(incoming, forwarded=True)
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
             LOGGER.debug(
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
@@ -903,7 +917,11 @@ class TelegramGateway:
                 speaker,
                 on_text=on_text,
                 images=turn.images,
-                sources=turn.sources,
+                sources=(
+                    (*turn.sources, FORWARDED_SOURCE)
+                    if incoming.forwarded
+                    else turn.sources
+                ),
                 model=turn.model,
             )
         except BaseException:

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Final
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.helpers.translation import async_get_translations
 
+from ..agent.satellite import EXTRA_PROMPT_SOURCE
 from ..const import DOMAIN, LOGGER
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
+from .origin import FORWARDED_SOURCE
 from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 
@@ -68,6 +70,10 @@ VERBS: Final = {
 TASK_VERBS: Final = {
     (DOMAIN, "create_task"): "verb_task_create",
     (DOMAIN, "cancel_task"): "verb_task_cancel",
+    # HA's timers on a voice satellite (tools/assist_api.py): the device's
+    # name as "task", the duration and name as "summary".
+    (DOMAIN, "start_timer"): "verb_timer_start",
+    (DOMAIN, "cancel_timer"): "verb_timer_cancel",
 }
 # The same for a service of any domain.
 SERVICE_VERBS: Final = {
@@ -86,6 +92,8 @@ _SOURCE_KEYS: Final = {
     "a web search": "source_web",
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",
+    EXTRA_PROMPT_SOURCE: "source_extra_prompt",
+    FORWARDED_SOURCE: "source_forwarded",
 }
 _ENTITY_TEXT: Final = re.compile(r"text of ([a-z0-9_]+\.[a-z0-9_]+)")
 _TOOL_RESULTS: Final = re.compile(r"([a-z_]+) results")

@@ -21,6 +21,7 @@ from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from pydantic import BaseModel, Field
 
+from ..agent.satellite import with_default_area
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
 from ..security.firewall import mark_untrusted_parts
 from ..security.people import acting_user_id
@@ -105,14 +106,17 @@ def area_name(hass: HomeAssistant, entity_id: str) -> str | None:
     return area.name if area is not None else None
 
 
+# A tool's refusal of an entity that is hidden or does not exist.
+NOT_VISIBLE_REPLY: Final = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
+
+
 def _visible_state(hass: HomeAssistant, entity_id: str) -> State:
     """Return the state of an exposed entity, or refuse in words the model can use."""
     state = hass.states.get(entity_id)
     if state is None or not is_visible(hass, entity_id):
         # The same answer for both, naming nothing, so the model cannot probe
         # for hidden entities.
-        msg = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
-        raise ToolError(msg)
+        raise ToolError(NOT_VISIBLE_REPLY)
     return state
 
 
@@ -424,6 +428,8 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
     )
     if entity_ids:
         data[ATTR_ENTITY_ID] = list(dict.fromkeys(entity_ids))
+    # Said to a voice satellite without naming a place: the satellite's room.
+    data = with_default_area(domain, data, ctx.default_area)
     verdict = evaluate_call(hass, domain, service, data, policy=ctx.policy)
     if verdict.decision is Decision.BLOCK:
         await _audit(ctx, verdict, name, "refused")
