@@ -64,6 +64,8 @@ DEFAULT_OPTIONS = {
     "stt_engine": "",
     "voice_replies": False,
     "vision_model": "",
+    "night_hours": "22:00-07:00",
+    "open_minutes": 30,
 }
 
 # What /api/tags and /api/show answer, trimmed to the fields we read.
@@ -666,6 +668,8 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "stt_engine": "",
         "voice_replies": False,
         "vision_model": "",
+        "night_hours": "22:00-07:00",
+        "open_minutes": 30,
     }
     assert isinstance(entry.options["confirmation_timeout"], int)
 
@@ -1361,3 +1365,20 @@ async def test_home_assistants_tools_are_switched_on_in_the_options(
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options["ha_tools"] is True
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_night_hours_must_read_as_start_and_end(hass: HomeAssistant) -> None:
+    """Notices' night hours: unreadable is refused; spaces are dropped."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"night_hours": "late"}
+    )
+    assert result["errors"] == {"night_hours": "invalid_night_hours"}
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"night_hours": "23:00 - 06:30", "open_minutes": 15}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["night_hours"] == "23:00-06:30"
+    assert entry.options["open_minutes"] == 15

@@ -44,9 +44,11 @@ from .const import (
     CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
+    CONF_NIGHT_HOURS,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
     CONF_OLLAMA_URL,
+    CONF_OPEN_MINUTES,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_STT_ENGINE,
@@ -59,9 +61,11 @@ from .const import (
     DEFAULT_FAST_PATH,
     DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
+    DEFAULT_NIGHT_HOURS,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
     DEFAULT_OLLAMA_URL,
+    DEFAULT_OPEN_MINUTES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_VOICE_REPLIES,
@@ -109,6 +113,7 @@ from .security.permissions import (
     Policy,
     parse_entries,
 )
+from .tasks.notices import valid_night
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -184,6 +189,11 @@ def _number(minimum: int, maximum: int, unit: str) -> vol.All[int]:
     )
 
 
+# How long a door may stay open at night before a notice, in minutes.
+MIN_OPEN_MINUTES: Final = 1
+MAX_OPEN_MINUTES: Final = 720
+
+
 OPTIONS_SCHEMA = vol.Schema(
     {
         vol.Required(
@@ -218,6 +228,11 @@ OPTIONS_SCHEMA = vol.Schema(
             CONF_VOICE_REPLIES, default=DEFAULT_VOICE_REPLIES
         ): BooleanSelector(),
         vol.Optional(CONF_VISION_MODEL): TextSelector(),
+        # Household notices (tasks/notices.py).
+        vol.Required(CONF_NIGHT_HOURS, default=DEFAULT_NIGHT_HOURS): TextSelector(),
+        vol.Required(CONF_OPEN_MINUTES, default=DEFAULT_OPEN_MINUTES): _number(
+            MIN_OPEN_MINUTES, MAX_OPEN_MINUTES, "min"
+        ),
     }
 )
 # Optional options a user can empty: a field left empty arrives without its
@@ -384,6 +399,8 @@ def default_options() -> dict[str, Any]:
         CONF_STT_ENGINE: "",
         CONF_VOICE_REPLIES: DEFAULT_VOICE_REPLIES,
         CONF_VISION_MODEL: "",
+        CONF_NIGHT_HOURS: DEFAULT_NIGHT_HOURS,
+        CONF_OPEN_MINUTES: DEFAULT_OPEN_MINUTES,
     }
 
 
@@ -859,6 +876,10 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))
             except ValueError:
                 errors[CONF_ALLOWED_USER_IDS] = "invalid_user_id"
+            night = str(general.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS))
+            if not valid_night(night):
+                errors[CONF_NIGHT_HOURS] = "invalid_night_hours"
+            general[CONF_NIGHT_HOURS] = night.replace(" ", "")
             for name, field in PERMISSION_SECTIONS.items():
                 if (section_input := user_input.get(name)) is None:
                     continue

@@ -132,3 +132,9 @@ MAX_DOCUMENT_TITLE_CHARS: Final = 200
 MAX_FILE_BYTES: Final = 2_000_000
 QUERY_CACHE_SIZE: Final = 128
 SEARCH_RESULTS: Final = 5
+# Household notices (tasks/notices.py): the night hours and how long a door,
+# garage door or window may stay open in them before a notice.
+CONF_NIGHT_HOURS: Final = "night_hours"
+DEFAULT_NIGHT_HOURS: Final = "22:00-07:00"
+CONF_OPEN_MINUTES: Final = "open_minutes"
+DEFAULT_OPEN_MINUTES: Final = 30

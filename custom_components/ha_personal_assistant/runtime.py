@@ -23,8 +23,10 @@ from .const import (
     CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
+    CONF_NIGHT_HOURS,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
+    CONF_OPEN_MINUTES,
     CONF_REQUEST_TIMEOUT,
     CONF_SESSION_TIMEOUT,
     CONF_STT_ENGINE,
@@ -36,8 +38,10 @@ from .const import (
     DEFAULT_FAST_PATH,
     DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
+    DEFAULT_NIGHT_HOURS,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
+    DEFAULT_OPEN_MINUTES,
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_VOICE_REPLIES,
@@ -57,7 +61,9 @@ from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.shared import storage_dir
 from .store.vectors import VectorStore
+from .tasks.briefing import Briefer
 from .tasks.manager import TaskManager
+from .tasks.notices import Notices, parse_night
 from .tasks.tools import task_tools
 from .telegram import TelegramGateway
 from .tools.assist_api import ha_tools, timer_runners
@@ -278,6 +284,26 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # Tasks tell their makers through the gateway and ask through the same
     # confirmations as a turn; /tasks lists them.
     tasks.attach(gateway, confirmations)
+    notices = Notices(
+        hass,
+        confirmations=confirmations,
+        gateway=gateway,
+        policy=policy,
+        night=parse_night(options.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS)),
+        open_minutes=float(options.get(CONF_OPEN_MINUTES, DEFAULT_OPEN_MINUTES)),
+    )
+    await notices.async_start()
+    entry.async_on_unload(notices.async_stop)
+    gateway.notices = notices
+    tasks.briefer = Briefer(
+        hass,
+        backend=backend,
+        model_name=entry.data[CONF_MODEL],
+        settings=chat_settings(options),
+        scheduler=storage.scheduler,
+        run_blocking=storage.executor.run,
+        timeout=request_timeout,
+    )
     gateway.tasks = tasks
     gateway.documents = documents
     # Scheduled work that holds the database: ended before the storage closes.

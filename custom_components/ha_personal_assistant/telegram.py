@@ -72,6 +72,7 @@ from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit
 from .store.database import InFlight
 from .store.shared import async_claim_telegram, async_release_telegram
+from .tasks.briefing_chat import CMD_BRIEFING, Asker, async_briefing_command
 from .tasks.chat import (
     CMD_TASK_CANCEL,
     CMD_TASKS,
@@ -79,6 +80,7 @@ from .tasks.chat import (
     async_cancel_press,
     async_listing,
 )
+from .tasks.notices import CMD_NOTICES, Notices, Subscriber, async_notices_command
 from .telegram_origin import Origin, OriginLog
 from .telegram_watch import (
     RAW_HANDLER_GROUP,
@@ -611,6 +613,7 @@ class TelegramGateway:
         self.last_latency: float | None = None
         # Reminders, timers and watches (/tasks and its buttons); set by runtime.
         self.tasks: TaskManager | None = None
+        self.notices: Notices | None = None
         # The text of each file offered for the documents, read when it was
         # checked, kept until its Confirm (in memory only: after a restart or
         # a reload, Confirm fetches the file again). (bot entry, file id) ->
@@ -1567,9 +1570,35 @@ class TelegramGateway:
             reply = await self._async_recent_actions(incoming, texts)
         elif command == "/searchlog":
             reply = await self._async_recent_searches(incoming, texts)
-        elif command == "/forget" and not self._is_known(incoming):
-            # Memory writes are for known people only.
+        elif command in ("/forget", CMD_BRIEFING, CMD_NOTICES) and not self._is_known(
+            incoming
+        ):
+            # Memory writes and briefings are for known people only.
             reply = texts("not_known_reply")
+        elif command == CMD_BRIEFING:
+            asker = Asker(
+                person=_person(incoming),
+                name=incoming.first_name,
+                ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+                conversation_key=incoming.key,
+                bot_entry_id=incoming.bot_entry_id,
+                chat_id=incoming.chat_id,
+                language=texts.language,
+            )
+            reply = await async_briefing_command(
+                self.tasks, texts, asker, incoming.text
+            )
+        elif command == CMD_NOTICES:
+            subscriber = Subscriber(
+                person=_person(incoming),
+                bot_entry_id=incoming.bot_entry_id,
+                chat_id=incoming.chat_id,
+                language=texts.language,
+                ha_user_id=self.user_mapping.get(str(incoming.user_id)),
+            )
+            reply = await async_notices_command(
+                self.notices, texts, subscriber, incoming.text
+            )
         elif command in ("/memory", "/forget"):
             # The sender's own profile only, answered without the model.
             profile_key = Speaker(

@@ -171,6 +171,8 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
             due = task.fire_at if task.fire_at is not None else task.until
         else:
             summary = task.message or action or texts("todo_reminder")
+            if task.kind == TaskKind.BRIEFING:
+                summary = texts("briefing_task", time=(task.clock or "")[:5])
             due = task.fire_at
             if repeat := repeat_text(texts, task.repeat):
                 details.append(texts("todo_repeats", repeat=repeat))

@@ -188,6 +188,8 @@ def summary_line(
             if task.until is not None:
                 until = when_text(texts, task.until, now)
                 parts.append(texts("task_summary_until", time=until))
+    elif task.kind == TaskKind.BRIEFING:
+        parts.append(texts("briefing_task", time=(task.clock or "")[:5]))
     elif task.fire_at is not None:
         moment = when_text(texts, task.fire_at, now)
         repeat = repeat_text(texts, task.repeat)
@@ -211,6 +213,8 @@ def task_icon(task: Task) -> str:
     """Return the mark a task's line starts with."""
     if task.kind == TaskKind.WATCH:
         return "👀"
+    if task.kind == TaskKind.BRIEFING:
+        return "📰"
     return "🔁" if task.repeat != Repeat.NONE else "⏰"
 
 

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from ..security.permissions import Policy
     from ..store.actions import PendingAction
     from ..store.database import Database
+    from .briefing import Briefer
 
 # A task whose time passed while Home Assistant was down fires once at start
 # if it is at most this late; otherwise its maker is told it was missed.
@@ -226,6 +227,8 @@ class TaskManager:
         self.policy = policy
         self.confirmation_timeout = confirmation_timeout
         self.gateway: TaskGateway | None = None
+        # Writes briefing tasks' messages (tasks/briefing.py), set at setup.
+        self.briefer: Briefer | None = None
         self.confirmations: ConfirmationManager | None = None
         # Open tasks by id, as last stored.
         self.tasks: dict[int, Task] = {}
@@ -798,7 +801,7 @@ class TaskManager:
         """Settle a task a stop caught firing: it may have run; never twice."""
         texts = await self._async_texts(task)
         text = texts("task_interrupted", task=task.id)
-        if task.repeat != Repeat.NONE and task.kind == TaskKind.SCHEDULE:
+        if task.repeat != Repeat.NONE and task.kind != TaskKind.WATCH:
             upcoming = self._next(task, now)
             updated = await self.database.async_run(
                 lambda conn: store.reschedule(
@@ -822,7 +825,7 @@ class TaskManager:
             else summary_line(self.hass, task, texts)
         )
         lines = [texts("task_missed", what=what, time=due)]
-        if task.repeat != Repeat.NONE and task.kind == TaskKind.SCHEDULE:
+        if task.repeat != Repeat.NONE and task.kind != TaskKind.WATCH:
             upcoming = self._next(task, now)
             updated = await self.database.async_run(
                 lambda conn: store.reschedule(
@@ -941,7 +944,7 @@ class TaskManager:
         self, task: Task, firing: Firing, *, late: bool, announce: bool = True
     ) -> None:
         now = time.time()
-        repeats = task.kind == TaskKind.SCHEDULE and task.repeat != Repeat.NONE
+        repeats = task.kind != TaskKind.WATCH and task.repeat != Repeat.NONE
         upcoming = self._next(task, max(now, task.fire_at or now)) if repeats else None
         if firing.fired and announce:
             self._event(task, firing.outcome, late=late)
@@ -992,6 +995,8 @@ class TaskManager:
             header.append(f"👀 {task.message}" if task.message else f"👀 {fact}")
             if task.message:
                 header.append(f"({fact})")
+        elif task.kind == TaskKind.BRIEFING:
+            return await self._async_brief(task, texts)
         elif task.message:
             header.append(f"⏰ {task.message}")
         if late and task.fire_at is not None:
@@ -1001,6 +1006,16 @@ class TaskManager:
             await self._async_tell(task, "\n".join([*header, footer]))
             return Firing(TaskStatus.DONE, "told")
         return await self._async_act(task, texts, header, footer)
+
+    async def _async_brief(self, task: Task, texts: Texts) -> Firing:
+        """Send a briefing (tasks/briefing.py writes it)."""
+        if self.briefer is None:
+            return Firing(TaskStatus.FAILED, "no briefer")
+        text, _by_model = await self.briefer.async_write(
+            task, texts, list(self.tasks.values())
+        )
+        await self._async_tell(task, text)
+        return Firing(TaskStatus.DONE, "told")
 
     def _check_now(self, task: Task, state: str) -> bool:
         """Tell whether a watch that checks once finds its condition met."""

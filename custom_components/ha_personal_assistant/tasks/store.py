@@ -45,6 +45,8 @@ class TaskKind:
 
     SCHEDULE = "schedule"
     WATCH = "watch"
+    # A daily briefing (tasks/briefing.py): fires like a repeating schedule.
+    BRIEFING = "briefing"
 
 
 @dataclass(slots=True)

@@ -64,10 +64,16 @@ ACTION_HELP: Final = (
 )
 
 
+# schedule's message that asks for the daily briefing (tasks/briefing.py).
+BRIEFING: Final = "BRIEFING"
+
+
 class ScheduleArgs(BaseModel):
     """Arguments of schedule."""
 
-    message: str = Field(description="Reminder text, in the user's language")
+    message: str = Field(
+        description="Reminder text, in the user's language; BRIEFING: their briefing"
+    )
     at: str = Field(description="19:00, 2025-03-28 19:00, or a delay: 20m, 2h")
     repeat: str | None = Field(
         default=None, description="none, daily, weekdays or weekly"
@@ -210,11 +216,16 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
             repeat = parse_repeat(args.repeat)
         except WhenError as err:
             raise ToolError(str(err)) from err
+        kind = TaskKind.SCHEDULE
+        if action is None and (message or "").strip().upper() == BRIEFING:
+            # "Brief me every morning at 7:30": a daily briefing task (the
+            # integration gathers and writes it when it fires).
+            kind, message, repeat = TaskKind.BRIEFING, None, Repeat.DAILY
         first = first_occurrence(when, repeat)
         clock = (when.clock or first.time()).replace(microsecond=0, tzinfo=None)
         bot_entry_id, chat_id = _where(ctx)
         new = NewTask(
-            kind=TaskKind.SCHEDULE,
+            kind=kind,
             owner=ctx.person,
             owner_name=ctx.user_name,
             ha_user_id=ctx.ha_user_id,
