@@ -12,6 +12,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.ha_personal_assistant.const import (
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
     CONF_MODEL,
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
@@ -156,7 +157,9 @@ async def assistant(
             CONF_MODEL: MODEL,
             CONF_EMBEDDING_MODEL: "nomic-embed-text",
         },
-        options={CONF_REQUEST_TIMEOUT: 10},
+        # The model answers every message here ("Hi" is one HA's recognizer
+        # would answer itself).
+        options={CONF_REQUEST_TIMEOUT: 10, CONF_FAST_PATH: False},
     )
     entry.add_to_hass(hass)
     assert await hass.config_entries.async_setup(entry.entry_id)
