@@ -99,7 +99,6 @@ def test_call_service_arguments_keep_their_types() -> None:
     assert parameters["properties"]["entity_id"] == {
         "type": ["string", "array"],
         "items": {"type": "string"},
-        "description": "Target entity id or ids",
     }
     assert parameters["properties"]["data"]["type"] == "object"
     assert "anyOf" not in json.dumps(parameters)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.util import dt as dt_util
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
@@ -65,30 +65,22 @@ ACTION_HELP: Final = (
 class ScheduleArgs(BaseModel):
     """Arguments of schedule."""
 
-    message: str = Field(description="Reminder text, in the user's language")
-    at: str = Field(description="19:00, 2025-03-28 19:00, or a delay: 20m, 2h")
-    repeat: str | None = Field(
-        default=None, description="none, daily, weekdays or weekly"
-    )
-    action: dict[str, Any] | None = Field(
-        default=None, description="call_service arguments to run then"
-    )
+    message: str
+    at: str
+    repeat: str | None = None
+    action: dict[str, Any] | None = None
 
 
 class WatchArgs(BaseModel):
     """Arguments of watch."""
 
-    entity_id: str = Field(description="Entity to watch")
-    state: str = Field(description="State to wait for, or a number: >25, <5")
-    message: str | None = Field(default=None, description="Text to tell then")
-    for_minutes: float | None = Field(
-        default=None, description="Only once it stays so this long"
-    )
-    action: dict[str, Any] | None = Field(
-        default=None, description="call_service arguments to run then"
-    )
-    at: str | None = Field(default=None, description="Check once at this time")
-    until: str | None = Field(default=None, description="Give up at this time")
+    entity_id: str
+    state: str
+    message: str | None = None
+    for_minutes: float | None = None
+    action: dict[str, Any] | None = None
+    at: str | None = None
+    until: str | None = None
 
 
 class ListTasksArgs(BaseModel):
@@ -98,7 +90,7 @@ class ListTasksArgs(BaseModel):
 class CancelTaskArgs(BaseModel):
     """Arguments of cancel_task."""
 
-    task_id: int = Field(description="From list_tasks")
+    task_id: int
 
 
 def _where(ctx: ToolContext) -> tuple[str | None, int | None]:
@@ -311,14 +303,20 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
     return (
         ToolSpec(
             name="schedule",
-            description="Remind the user, or run an action, at a time.",
+            description=(
+                "Remind the user, or act, at a time. "
+                "repeat: none, daily, weekdays or weekly."
+            ),
             args_schema=ScheduleArgs,
             handler=schedule,
             changes_state=True,
         ),
         ToolSpec(
             name="watch",
-            description="Tell the user, or run an action, when an entity gets a state.",
+            description=(
+                "Tell the user, or act, when an entity reaches a state (on, >25). "
+                "at: check once; until: give up."
+            ),
             args_schema=WatchArgs,
             handler=watch,
             changes_state=True,
@@ -331,7 +329,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ),
         ToolSpec(
             name="cancel_task",
-            description="Cancel a task.",
+            description="Cancel a task from list_tasks.",
             args_schema=CancelTaskArgs,
             handler=cancel_task,
             changes_state=True,
