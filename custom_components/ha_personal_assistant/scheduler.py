@@ -46,6 +46,9 @@ class ModelScheduler:
         self._last_end = time.monotonic()
         self._changed = asyncio.Event()
         self._running: set[asyncio.Task[object]] = set()
+        # Told the name of each background call that ran to its end (the
+        # prefix warm-up puts the chat's prefix back after it).
+        self.after_call: list[Callable[[str], None]] = []
         # For tests and diagnostics: background calls started and given way.
         self.started = 0
         self.gave_way = 0
@@ -114,7 +117,7 @@ class ModelScheduler:
                 self._running.add(task)
                 self.started += 1
                 try:
-                    return await asyncio.shield(task)
+                    result = await asyncio.shield(task)
                 except asyncio.CancelledError:
                     if not task.cancelled() or (
                         (current := asyncio.current_task()) is not None
@@ -125,6 +128,10 @@ class ModelScheduler:
                     # A user's turn started: this call gave way; try later.
                     self.gave_way += 1
                     LOGGER.debug("The background call %s gave way to a turn", name)
+                else:
+                    for listener in list(self.after_call):
+                        listener(name)
+                    return result
                 finally:
                     self._running.discard(task)
         LOGGER.debug("The background call %s gave way too often; dropped", name)
