@@ -58,7 +58,8 @@ class ModelScheduler:
         """Tell whether a user's turn is in flight."""
         return self._active > 0
 
-    def _quiet_left(self) -> float:
+    def quiet_left(self) -> float:
+        """Return the seconds of quiet still needed before a background call."""
         return self._last_end + self.quiet_seconds - time.monotonic()
 
     @asynccontextmanager
@@ -90,7 +91,7 @@ class ModelScheduler:
             if self._active:
                 await changed.wait()
                 continue
-            left = self._quiet_left()
+            left = self.quiet_left()
             if left <= 0:
                 return
             try:
@@ -110,7 +111,7 @@ class ModelScheduler:
         for _attempt in range(MAX_ATTEMPTS):
             await self._async_wait_quiet()
             async with self.slots:
-                if self._active or self._quiet_left() > 0:
+                if self._active or self.quiet_left() > 0:
                     # A turn came while this call waited for a slot.
                     continue
                 task: asyncio.Task[T] = asyncio.ensure_future(factory())

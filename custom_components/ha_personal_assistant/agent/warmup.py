@@ -8,7 +8,8 @@ So after those events the prefix is sent once with an output cap of one
 token, through the same bound model settings as the chat (the same num_ctx:
 another value makes Ollama reload the model), when the chats are quiet: the
 scheduler runs it like any background call, never during a turn. Requests
-within :data:`DEBOUNCE_SECONDS` of each other become one warm-up.
+within :data:`DEBOUNCE_SECONDS` of each other become one warm-up. Until it is
+due it is a timer, not a task: nothing waits in the background meanwhile.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.components.homeassistant.exposed_entities import (
     async_listen_entity_updates,
 )
-from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, callback
+from homeassistant.core import CALLBACK_TYPE, Event, HassJob, HomeAssistant, callback
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers.event import async_call_later
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from ..const import LOGGER
@@ -29,6 +31,7 @@ from ..monitor import ModelStatus
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
+    from datetime import datetime
 
     from homeassistant.config_entries import ConfigEntry
     from langchain_core.messages import AIMessage, AnyMessage
@@ -75,7 +78,7 @@ class PrefixWarmer:
         self.debounce = debounce
         self._task: asyncio.Task[None] | None = None
         self._pending = False
-        self._requested = 0.0
+        self._cancel_timer: CALLBACK_TYPE | None = None
         # For tests and diagnostics: warm-ups sent.
         self.sent = 0
 
@@ -84,21 +87,45 @@ class PrefixWarmer:
         """Warm the prefix soon (debounced), when the chats are quiet."""
         LOGGER.debug("Prefix warm-up requested: %s", reason)
         self._pending = True
-        self._requested = self.hass.loop.time()
-        if self._task is None or self._task.done():
-            # A running one sees _pending again when its warm-up ends.
-            self._task = self.spawn(self._async_run(), WARMUP_NAME)
+        self._schedule(self.debounce)
 
-    def _quiet_left(self) -> float:
-        return self._requested + self.debounce - self.hass.loop.time()
+    @callback
+    def _schedule(self, delay: float) -> None:
+        """(Re)start the one timer; a timer, not a waiting task, until it is due."""
+        if self._cancel_timer is not None:
+            self._cancel_timer()
+        self._cancel_timer = async_call_later(
+            self.hass,
+            delay,
+            HassJob(self._async_due, WARMUP_NAME, cancel_on_shutdown=True),
+        )
+
+    @callback
+    def _async_due(self, _now: datetime) -> None:
+        self._cancel_timer = None
+        if self._task is not None and not self._task.done():
+            # The running warm-up schedules the next when it ends.
+            return
+        scheduler = self.assistant.scheduler
+        if scheduler.busy or (left := scheduler.quiet_left()) > 0:
+            # A turn is in flight or just ended: not before the quiet period.
+            self._schedule(max(self.debounce, left if not scheduler.busy else 1.0))
+            return
+        self._pending = False
+        self._task = self.spawn(self._async_run(), WARMUP_NAME)
 
     async def _async_run(self) -> None:
-        while self._pending:
-            # Debounced: until no request came for `debounce` seconds.
-            while (left := self._quiet_left()) > 0:  # noqa: ASYNC110 - a debounce
-                await asyncio.sleep(left)
-            self._pending = False
-            await self.assistant.scheduler.async_run(self._async_warm, WARMUP_NAME)
+        await self.assistant.scheduler.async_run(self._async_warm, WARMUP_NAME)
+        if self._pending:
+            self._schedule(self.debounce)
+
+    @callback
+    def async_stop(self) -> None:
+        """Forget what is pending (the entry unloads; its tasks end with it)."""
+        self._pending = False
+        if self._cancel_timer is not None:
+            self._cancel_timer()
+            self._cancel_timer = None
 
     async def _async_warm(self) -> None:
         """Send the prefix once; a failure is only logged (the turn will tell)."""
@@ -129,6 +156,7 @@ def async_setup_warmer(
 ) -> PrefixWarmer:
     """Warm now, and after catalogue changes and background calls; until unload."""
     warmer = PrefixWarmer(hass, assistant, model, spawn=spawn)
+    entry.async_on_unload(warmer.async_stop)
     after_call = assistant.scheduler.after_call
     after_call.append(warmer.async_after_background)
     entry.async_on_unload(lambda: after_call.remove(warmer.async_after_background))
