@@ -85,13 +85,14 @@ async def test_a_catalogue_change_warms_the_new_prefix(
     await wait_until(lambda: len(fake_ollama.warmup_requests) == 1)
 
     async_expose_entity(hass, "conversation", "light.ceiling_lights", True)
-    await wait_until(lambda: len(fake_ollama.warmup_requests) == 2)  # noqa: PLR2004
+    await wait_until(lambda: len(fake_ollama.warmup_requests) == 2)
     assert (
         "light.ceiling_lights"
         in fake_ollama.warmup_requests[1]["messages"][0]["content"]
     )
-    assert "light.ceiling_lights" not in (
-        fake_ollama.warmup_requests[0]["messages"][0]["content"]
+    assert (
+        "light.ceiling_lights"
+        not in (fake_ollama.warmup_requests[0]["messages"][0]["content"])
     )
     fake_ollama.reply("Yes.")
     await telegram.send_text("Are the decorative lights on?")
@@ -114,3 +115,54 @@ async def test_no_warmup_when_switched_off(
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert fake_ollama.warmup_requests == []
     assert len(fake_ollama.chat_requests) == 1
+
+
+async def test_a_summary_on_the_one_slot_is_followed_by_a_warmup(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """After /new the summary runs when quiet, and the prefix goes out after it."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    _quick(entry)
+    await wait_until(lambda: len(fake_ollama.warmup_requests) == 1)
+    # Three turns: a session that short is worth a summary.
+    for number, text in enumerate(("Hi.", "Lights?", "Thanks."), 1):
+        fake_ollama.reply("OK.")
+        await telegram.send_text(text)
+        await telegram.wait_for_sent(number, chat_id=ALICE_ID)
+    await telegram.send_command("/new")
+
+    def summaries() -> list[dict[str, Any]]:
+        return [
+            r
+            for r in fake_ollama.chat_requests
+            if r["messages"][-1]["content"].startswith("[Summary request")
+        ]
+
+    await wait_until(lambda: len(summaries()) == 1)
+    await wait_until(lambda: len(fake_ollama.warmup_requests) == 2)
+    [summary] = summaries()
+    assert _prefix(fake_ollama.warmup_requests[1]) == _prefix(summary)
+
+
+async def test_no_warmup_while_a_turn_is_in_flight(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A catalogue change during a slow answer warms only after the reply."""
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(hass, fake_ollama)
+    _quick(entry)
+    await wait_until(lambda: len(fake_ollama.warmup_requests) == 1)
+    fake_ollama.delay(1.0).reply("The kitchen lights are on.")
+    await telegram.send_text("Are the kitchen lights on?")
+    await wait_until(lambda: len(fake_ollama.chat_requests) == 1)
+    async_expose_entity(hass, "conversation", "light.ceiling_lights", True)
+    sent = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert sent[0]["text"] == "The kitchen lights are on."
+    # Nothing went out while the answer was being written.
+    assert len(fake_ollama.warmup_requests) == 1
+    await wait_until(lambda: len(fake_ollama.warmup_requests) == 2)
+    assert (
+        "light.ceiling_lights"
+        in (fake_ollama.warmup_requests[1]["messages"][0]["content"])
+    )
