@@ -26,7 +26,7 @@ delayed requests, like a real Ollama going away.
 Every request is recorded (:attr:`FakeOllama.chat_requests`,
 :attr:`FakeOllama.embed_requests`, :attr:`FakeOllama.requests`). A prompt
 warm-up (a chat whose output cap is one token: ``num_predict``, or OpenAI's
-``max_tokens``, of 1) is answered at once with a dot, consumes nothing from
+``max_tokens``, of 1, and whose last message is a dot) is answered at once with a dot, consumes nothing from
 the queue and is recorded in :attr:`FakeOllama.warmup_requests` only: the
 tests that script turns and background calls never see it.
 
@@ -784,7 +784,9 @@ class FakeOllama:
         """Tell whether a chat request is a prompt warm-up (an output cap of 1)."""
         options = body.get("options") or {}
         cap = options.get("num_predict") or body.get("max_tokens")
-        return cap == 1
+        messages = body.get("messages") or [{}]
+        # A dot after the prefix (agent/warmup.py): not a one-token probe.
+        return cap == 1 and messages[-1].get("content") == "."
 
     def _next_reply(self, body: JsonDict) -> tuple[float, OllamaReply]:
         """Pop queued delays and the next reply, or ask the default responder."""
