@@ -26,9 +26,10 @@ delayed requests, like a real Ollama going away.
 Every request is recorded (:attr:`FakeOllama.chat_requests`,
 :attr:`FakeOllama.embed_requests`, :attr:`FakeOllama.requests`). A prompt
 warm-up (a chat whose output cap is one token: ``num_predict``, or OpenAI's
-``max_tokens``, of 1, and whose last message is a dot) is answered at once with a dot, consumes nothing from
-the queue and is recorded in :attr:`FakeOllama.warmup_requests` only: the
-tests that script turns and background calls never see it.
+``max_tokens``, of 1, and whose last message is a dot) is answered at once
+with a dot, consumes nothing from the queue and is recorded in
+:attr:`FakeOllama.warmup_requests` only: the tests that script turns and
+background calls never see it.
 
 Shapes follow Ollama's ``api/types.go``: ``/api/tags`` models carry ``name``,
 ``model``, ``modified_at``, ``size``, ``digest`` and ``details``; ``/api/show``
