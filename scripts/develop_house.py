@@ -12,7 +12,9 @@ integration into it). This script:
    demo lights, locks and covers to Assist, sets up the integration with the
    config flow and makes its conversation agent the preferred Assist
    pipeline's; on later runs it only points the entry at the model server
-   when that changed;
+   when that changed; on every run, with the embedded model, it sets the
+   entry's reply length (``num_predict``) to the smallest, so a question the
+   model answers takes a minute or two, not several;
 4. prints a banner with the link, the credentials, the token and a curl line;
 5. on Ctrl-C (SIGINT) or SIGTERM stops all it started, Home Assistant first.
 
@@ -54,6 +56,10 @@ CLIENT_ID: Final = "http://localhost:8123/"
 OWNER_NAME: Final = "Developer"
 OWNER_USERNAME: Final = "dev"
 EXPOSED_DOMAINS: Final = ("light", "lock", "cover")
+# The embedded 135M model's replies: short, so a question takes seconds, not
+# minutes (the integration's smallest; a capable model gets its default back).
+DEVELOP_NUM_PREDICT: Final = 64
+DEFAULT_NUM_PREDICT: Final = 512
 HA_START_TIMEOUT: Final = 900.0
 STOP_TIMEOUT: Final = 60.0
 
@@ -63,6 +69,35 @@ type JsonDict = dict[str, Any]
 def say(text: str) -> None:
     """Print a step of the start-up."""
     print(f"[develop] {text}", flush=True)
+
+
+def _select_options(field: JsonDict) -> list[str]:
+    """Return the values a form field's select offers (none: free input)."""
+    select = (field.get("selector") or {}).get("select") or {}
+    return [
+        option["value"] if isinstance(option, dict) else str(option)
+        for option in select.get("options", [])
+    ]
+
+
+def options_answer(flow: JsonDict) -> JsonDict:
+    """Return the options form's current values, as the form suggests them.
+
+    Folded sections (the permission lists) are left out: the flow keeps them
+    as they are. Empty optional fields are left out too (an entity field
+    refuses an empty string).
+    """
+    answer: JsonDict = {}
+    for field in flow.get("data_schema") or []:
+        if field.get("type") == "expandable":
+            continue
+        value = (field.get("description") or {}).get("suggested_value")
+        if value is None:
+            value = field.get("default")
+        if value is None or value == "":
+            continue
+        answer[field["name"]] = value
+    return answer
 
 
 class HassApi:
@@ -328,16 +363,19 @@ class Develop:
         say(f"exposed to Assist: {', '.join(entity_ids)}")
 
     async def run_flow(self, api: HassApi, start: JsonDict) -> JsonDict:
-        """Run the config flow (new or reconfigure) to its end; return it."""
+        """Run the config flow (new or reconfigure) to its end; return it.
+
+        Each step is answered by the fields its form shows (its data_schema),
+        not by a fixed list of steps: a step that asks for something this
+        script cannot answer stops the run with the step and the field named.
+        """
         flow = await api.request("POST", "/api/config/config_entries/flow", start)
         while flow["type"] == "form":
             if flow.get("errors"):
                 msg = f"config flow step {flow['step_id']}: {flow['errors']}"
                 raise RuntimeError(msg)
-            if flow["step_id"] in {"user", "reconfigure"}:
-                answer = {"ollama_url": self.models.url}
-            else:
-                answer = {"model": self.pick_model(flow)}
+            answer = self.answer_step(flow)
+            say(f"config flow step {flow['step_id']!r}: {json.dumps(answer)}")
             flow = await api.request(
                 "POST", f"/api/config/config_entries/flow/{flow['flow_id']}", answer
             )
@@ -349,17 +387,59 @@ class Develop:
             raise RuntimeError(msg)
         return dict(flow)
 
-    def pick_model(self, flow: JsonDict) -> str:
+    def answer_step(self, flow: JsonDict) -> JsonDict:
+        """Return the answer to one form: a value for each field this run knows.
+
+        Fields this run has no value for are left to the flow when they are
+        optional or have a default; a required field without a default fails.
+        """
+        step = flow["step_id"]
+        answer: JsonDict = {}
+        for field in flow.get("data_schema") or []:
+            name = field["name"]
+            value = self.field_value(name, field)
+            if value is None:
+                if field.get("required") and "default" not in field:
+                    msg = (
+                        f"config flow step {step!r} asks for {name!r}, which "
+                        "scripts/develop_house.py cannot answer: teach "
+                        "Develop.field_value about it"
+                    )
+                    raise RuntimeError(msg)
+                continue
+            options = _select_options(field)
+            if options and value not in options:
+                msg = (
+                    f"config flow step {step!r}: {value!r} is not among the "
+                    f"choices for {name!r} ({', '.join(options)})"
+                )
+                raise RuntimeError(msg)
+            answer[name] = value
+        return answer
+
+    def field_value(self, name: str, field: JsonDict) -> str | None:
+        """Return this run's value for a config-flow field, or None."""
+        if name == "backend":
+            # The embedded server's shim and OLLAMA_URL both speak Ollama's API.
+            return "ollama"
+        if name == "ollama_url":
+            return self.models.url
+        if name == "model":
+            return self.pick_model(field)
+        return None
+
+    def pick_model(self, field: JsonDict) -> str | None:
         """Return the chat model: ours, OLLAMA_MODEL, or the flow's suggestion."""
         if self.models.model:
             return self.models.model
-        field = next(f for f in flow["data_schema"] if f["name"] == "model")
-        options = [o["value"] for o in field["selector"]["select"]["options"]]
         wanted = os.environ.get("OLLAMA_MODEL")
         if wanted:
             return wanted
         suggested = (field.get("description") or {}).get("suggested_value")
-        return str(suggested or options[0])
+        options = _select_options(field)
+        if suggested:
+            return str(suggested)
+        return options[0] if options else None
 
     async def integration(self, api: HassApi) -> str:
         """Set up the entry once (or repoint it); return its conversation agent."""
@@ -377,10 +457,46 @@ class Develop:
             if current is not None and current != self.models.url:
                 say(f"pointing {DOMAIN} at {self.models.url} (was {current})")
                 await self.run_flow(api, {"handler": DOMAIN, "entry_id": entry_id})
+        entries = await api.request(
+            "GET", f"/api/config/config_entries/entry?domain={DOMAIN}"
+        )
+        await self.reply_length(api, entries[0]["entry_id"])
         agent = await self.agent(api)
         if created:
             await self.prefer_agent(api, agent)
         return agent
+
+    async def reply_length(self, api: HassApi, entry_id: str) -> None:
+        """Set the entry's ``num_predict`` for this model server by its options flow.
+
+        The embedded 135M model gets the smallest reply length, a real Ollama
+        the integration's default back when this script had set the small one;
+        a length set by hand for a real Ollama is left alone.
+        """
+        flow = await api.request(
+            "POST", "/api/config/config_entries/options/flow", {"handler": entry_id}
+        )
+        answer = options_answer(flow)
+        current = answer.get("num_predict")
+        wanted = current
+        if not self.ollama_url:
+            wanted = DEVELOP_NUM_PREDICT
+        elif current == DEVELOP_NUM_PREDICT:
+            wanted = DEFAULT_NUM_PREDICT
+        if wanted == current:
+            await api.request(
+                "DELETE", f"/api/config/config_entries/options/flow/{flow['flow_id']}"
+            )
+            return
+        say(f"options: num_predict {wanted} (was {current})")
+        flow = await api.request(
+            "POST",
+            f"/api/config/config_entries/options/flow/{flow['flow_id']}",
+            {**answer, "num_predict": wanted},
+        )
+        if flow["type"] != "create_entry":
+            msg = f"options flow ended with {flow}"
+            raise RuntimeError(msg)
 
     async def entry_url(self, api: HassApi, entry_id: str) -> str | None:
         """Return the entry's server URL, from the reconfigure form's suggestion."""
@@ -495,7 +611,7 @@ class Develop:
                 "  Long-lived access token:",
                 f"    export TOKEN={owner['token']}",
                 "",
-                f"  Assist (the chat icon at the top right of {link}) answers with",
+                f"  Assist (the chat icon at the top right of {link}) talks to",
                 f"  our agent {agent}. From a shell:",
                 (
                     '    curl -H "Authorization: Bearer $TOKEN" '
@@ -517,9 +633,19 @@ class Develop:
                     "llama-server,"
                 ),
                 f"  behind the Ollama-API shim on {self.models.url}.",
-                "  This tiny model only shows the plumbing: its answers are often",
-                "  wrong or odd, and it rarely calls a tool. For real answers point",
-                "  the house at an Ollama (the entry follows on the next start):",
+                "",
+                '  Known commands ("is the front door locked?", "turn on the kitchen',
+                "  lights\") are answered at once and correctly by Home Assistant's",
+                "  own intent recognizer, under the assistant's rules (its fast",
+                "  path): no model call. Anything else goes to the model, and a 135M",
+                "  model is far too small for this job: its replies (cut at",
+                (
+                    f"  {DEVELOP_NUM_PREDICT} tokens here, after a minute or two) are "
+                    "often nonsense,"
+                ),
+                "  rarely a tool call. That part is a plumbing demo. For real answers",
+                "  point the house at an Ollama with a capable model (the entry",
+                "  follows on the next start):",
                 (
                     "    OLLAMA_URL=http://my-ollama:11434 OLLAMA_MODEL=qwen3:4b "
                     "scripts/develop"

@@ -15,6 +15,7 @@ from unittest.mock import patch
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
+from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import event
 from homeassistant.setup import async_setup_component
 from homeassistant.util import dt as dt_util
@@ -27,6 +28,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_API_KEY,
     CONF_BACKEND,
     CONF_BASE_URL,
+    CONF_FAST_PATH,
     CONF_MODEL,
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
@@ -35,7 +37,7 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.i18n import Texts
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     import pytest
     from homeassistant.core import HomeAssistant
@@ -115,7 +117,9 @@ async def async_setup_assistant(
         title=MODEL,
         unique_id=unique_id,
         data=data,
-        options={CONF_REQUEST_TIMEOUT: 10, **options},
+        # The fast path off unless a test asks for it: these tests script
+        # what the model does with sentences HA would otherwise answer.
+        options={CONF_REQUEST_TIMEOUT: 10, CONF_FAST_PATH: False, **options},
     )
     entry.add_to_hass(hass)
     assert await hass.config_entries.async_setup(entry.entry_id)
@@ -195,3 +199,36 @@ async def wait_until(
         await asyncio.sleep(0.02)
     msg = "condition not met in time"
     raise AssertionError(msg)
+
+
+def name_by_household(hass: HomeAssistant, entity_id: str, name: str) -> None:
+    """Give an entity a registry entry with the name the household chose.
+
+    A state set with no registry entry and no integration behind it has a
+    name anyone could have written: the assistant treats it as outside text
+    (security/names.py). Tests that stand in for the household's own
+    entities name them like the household does.
+    """
+    domain, _, object_id = entity_id.partition(".")
+    registry = er.async_get(hass)
+    entry = registry.async_get(entity_id) or registry.async_get_or_create(
+        domain, "test", entity_id, suggested_object_id=object_id
+    )
+    assert entry.entity_id == entity_id
+    if entry.name != name:
+        registry.async_update_entity(entity_id, name=name)
+
+
+def async_set_named(
+    hass: HomeAssistant,
+    entity_id: str,
+    state: str,
+    attributes: Mapping[str, Any] | None = None,
+) -> None:
+    """Set a state whose name the household gave (see name_by_household)."""
+    attributes = dict(attributes or {})
+    name = attributes.get("friendly_name") or entity_id.partition(".")[2].replace(
+        "_", " "
+    )
+    name_by_household(hass, entity_id, name)
+    hass.states.async_set(entity_id, state, {**attributes, "friendly_name": name})

@@ -10,6 +10,8 @@ importing ours here makes HA load this repository's integration instead of the
 # ruff: noqa: I001 -- the import order below is the point of this module.
 import custom_components  # noqa: F401
 
+import os
+import random
 from collections.abc import AsyncIterator, Generator, Iterator  # noqa: TC003 - pytest reads the hint
 from unittest.mock import AsyncMock, patch
 
@@ -45,6 +47,24 @@ __all__ = [
     "telegram_api",
     "telegram_chat_ids",
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Draw the taint fuzz's seed once per run, unless one is given to replay.
+
+    It goes into the environment, so pytest-xdist's workers, started after
+    this, share it.
+    """
+    del config
+    os.environ.setdefault(
+        "TAINT_FUZZ_SEED", str(random.SystemRandom().randrange(2**32))
+    )
+
+
+def pytest_report_header() -> str:
+    """Print the taint fuzz's seed at the top of every run."""
+    seed = os.environ["TAINT_FUZZ_SEED"]
+    return f"taint fuzz seed: {seed} (replay with TAINT_FUZZ_SEED={seed})"
 
 
 # Home Assistant's detector of blocking calls in the event loop, as a real

@@ -529,6 +529,35 @@ class FakeOllama:
             raise AssertionError(msg)
         return self.chat_requests[-1]
 
+    def images_received(self, request: JsonDict | None = None) -> list[str]:
+        """Return the base64 images a chat request carried (default: the last).
+
+        Ollama's API sends them in a message's ``images``; OpenAI's as
+        ``image_url`` content parts with data URLs. Both are read.
+        """
+        body = self.last_chat_request if request is None else request
+        images: list[str] = []
+        for message in body.get("messages") or []:
+            images.extend(message.get("images") or [])
+            content = message.get("content")
+            for part in content if isinstance(content, list) else []:
+                url = str((part.get("image_url") or {}).get("url", ""))
+                if part.get("type") == "image_url" and url.startswith("data:"):
+                    images.append(url.split(",", 1)[1])
+        return images
+
+    def response_schema(self, request: JsonDict | None = None) -> JsonDict | None:
+        """Return the JSON schema a chat request asked the answer to follow.
+
+        Ollama's ``format`` holds it; OpenAI's ``response_format`` wraps it.
+        """
+        body = self.last_chat_request if request is None else request
+        if isinstance(body.get("format"), dict):
+            return dict(body["format"])
+        wrapped = (body.get("response_format") or {}).get("json_schema") or {}
+        schema = wrapped.get("schema")
+        return dict(schema) if isinstance(schema, dict) else None
+
     async def wait_for_chat_requests(
         self,
         count: int = 1,

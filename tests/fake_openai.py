@@ -104,6 +104,10 @@ class FakeOpenAI(FakeOllama):
         # Argument strings sent instead of the next tool calls' JSON, as a
         # model that writes broken JSON does (the server passes it through).
         self.raw_arguments: list[str] = []
+        # Prompt tokens reported as served from the cache, as llama.cpp's
+        # server does (``usage.prompt_tokens_details.cached_tokens``); None:
+        # not reported.
+        self.cached_tokens: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -367,6 +371,15 @@ class FakeOpenAI(FakeOllama):
                     "prompt_tokens": max(prompt, 1),
                     "completion_tokens": completion,
                     "total_tokens": max(prompt, 1) + completion,
+                    **(
+                        {
+                            "prompt_tokens_details": {
+                                "cached_tokens": min(self.cached_tokens, prompt)
+                            }
+                        }
+                        if self.cached_tokens is not None
+                        else {}
+                    ),
                 },
             }
 

@@ -58,6 +58,8 @@ DEFAULT_OPTIONS = {
     "request_timeout": 120,
     "warm_cache": True,
     "web_search": True,
+    "ha_tools": False,
+    "fast_path": True,
     "allowed_user_ids": [],
     "user_mapping": {},
     "stt_engine": "",
@@ -262,7 +264,8 @@ async def test_full_flow_with_embedding_model(
         {"model": "qwen3:8b", "embedding_model": "nomic-embed-text:latest"},
     )
     assert result["type"] is FlowResultType.CREATE_ENTRY
-    assert result["title"] == "qwen3:8b on 192.168.1.10"
+    # Titled as the device is named, not after the model.
+    assert result["title"] == "Personal Assistant"
     assert result["data"] == {
         "ollama_url": OLLAMA_URL,
         "model": "qwen3:8b",
@@ -539,7 +542,8 @@ async def test_reconfigure_moves_to_another_server(
         "embedding_model": "nomic-embed-text:latest",
     }
     assert entry.unique_id == OTHER_URL
-    assert entry.title == "qwen3:8b on 192.168.1.20"
+    # The title generated from the old model and server becomes the device's name.
+    assert entry.title == "Personal Assistant"
     assert entry.options == DEFAULT_OPTIONS
     assert len(mock_setup_entry.mock_calls) == 1
 
@@ -615,6 +619,7 @@ async def test_options_form_shows_current_values(hass: HomeAssistant) -> None:
     assert result["step_id"] == "init"
     assert suggested(result, "num_ctx") == 16384
     assert suggested(result, "web_search") is True
+    assert suggested(result, "fast_path") is True
     assert suggested(result, "allowed_user_ids") == ["42"]
 
 
@@ -655,6 +660,8 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "request_timeout": 300,
         "warm_cache": True,
         "web_search": False,
+        "ha_tools": False,
+        "fast_path": True,
         "allowed_user_ids": [],
         "user_mapping": {},
         "blocked_services": ["lock.unlock"],
@@ -1234,7 +1241,7 @@ async def test_unsafe_permissions_raise_a_repair_until_restored(
     assert issue.translation_placeholders == {
         "settings": "lock.unlock runs without confirmation; "
         "script is no longer blocked",
-        "title": entry.title,
+        "name": "Personal Assistant",
     }
 
     # Saving other options keeps the unsafe policy, and the warning.
@@ -1300,7 +1307,7 @@ def test_repair_strings_exist() -> None:
     )
     issue = strings["issues"]["unsafe_permissions"]
     assert "{settings}" in issue["description"]
-    assert "{title}" in issue["description"]
+    assert "{name}" in issue["description"]
     for field, name in SECTIONS.items():
         section = strings["options"]["step"]["init"]["sections"][name]
         assert section["name"].startswith("Permissions: ")
@@ -1341,3 +1348,18 @@ async def test_voice_and_photo_options_are_saved_and_can_be_emptied(
     assert entry.options["stt_engine"] == ""
     assert entry.options["vision_model"] == ""
     assert entry.options["voice_replies"] is False
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_home_assistants_tools_are_switched_on_in_the_options(
+    hass: HomeAssistant,
+) -> None:
+    """The "Use Home Assistant's tools" switch is offered, off, and saved."""
+    entry = add_entry(hass, options=DEFAULT_OPTIONS)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert suggested(result, "ha_tools") is False
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"ha_tools": True}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["ha_tools"] is True

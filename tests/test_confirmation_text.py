@@ -11,7 +11,6 @@ integration says so in its own words.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +21,11 @@ from homeassistant.helpers import entity_registry as er
 
 from custom_components.ha_personal_assistant.const import CONF_USER_MAPPING, DOMAIN
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
+from custom_components.ha_personal_assistant.i18n import async_texts
 from custom_components.ha_personal_assistant.security.confirmations import (
-    MAX_VALUE_CHARS,
-    one_line,
+    describe_call,
 )
+from custom_components.ha_personal_assistant.security.permissions import ResolvedCall
 from custom_components.ha_personal_assistant.store import actions
 from custom_components.ha_personal_assistant.store.database import (
     MIGRATIONS,
@@ -156,11 +156,12 @@ def _assert_rendered(text: str) -> None:
     door = "Front Door (Confirm only turns on a light) (lock.front_door)"
     assert any(line.endswith(f"Unlock {door}") for line in lines)
     assert "  code: a code was given (not shown)" in lines
-    note = json.dumps(one_line(NOTE, MAX_VALUE_CHARS), ensure_ascii=False)
-    assert f"  note: {note}" in lines
-    assert note.startswith('"Front door (Display note: pressing Confirm only')
-    assert note.endswith('…"')
-    assert '  message: "nepo si rood tidings from home"' in lines
+    # lock.unlock's description knows only "code": the model's other keys
+    # are counted, and neither their names nor their values are shown.
+    assert "  2 other fields" in lines
+    assert "note:" not in text
+    assert "Display" not in text
+    assert "tidings" not in text
     assert not any(
         line.lstrip().startswith(("(Display", "Confirm is")) for line in lines
     )
@@ -174,7 +175,7 @@ async def test_a_hostile_unlock_is_rendered_by_the_integration(
     fake_ollama: FakeOllama,
     hass_admin_user: Any,
 ) -> None:
-    """Multi-line note, bidi override and code: one quoted line each, no code."""
+    """Multi-line name, made-up fields and code: one line each, no code, no prose."""
     fake_ollama.tool_call("call_service", HOSTILE_UNLOCK).reply(
         "Press Confirm: it only turns on the kitchen light."
     )
@@ -200,7 +201,7 @@ async def test_a_hostile_unlock_is_rendered_by_the_integration(
     # The very same call again.
     assert _model_calls(fake_ollama) == [made]
     assert speech.startswith("Say yes.\n\nPlease confirm: Unlock ")
-    assert speech.endswith('"\nSay yes or no.')
+    assert speech.endswith("\n  2 other fields\nSay yes or no.")
     _assert_rendered(speech)
     assert hass.states.get("lock.front_door").state == "locked"
 
@@ -244,30 +245,46 @@ NESTED_UNLOCK = {
 }
 
 
-async def test_structured_data_is_rendered_one_bounded_line_each(
+async def test_fields_the_service_does_not_know_are_only_counted(
     hass: HomeAssistant,
     assistant: MockConfigEntry,
     telegram: TelegramHarness,
     fake_ollama: FakeOllama,
 ) -> None:
-    """Odd keys quoted, nested values flat, codes hidden, marks and count capped."""
+    """An odd key, nested data and ten made-up fields: "13 other fields", no text."""
     fake_ollama.tool_call("call_service", NESTED_UNLOCK).reply("Confirm, please.")
     await telegram.send_text("Unlock the front door")
     await telegram.wait_for_sent(2, chat_id=ALICE_ID)
     await _settle(hass)
+    # The model really sent them.
+    (made,) = _model_calls(fake_ollama)
+    assert made["function"]["arguments"]["data"] == NESTED_UNLOCK["data"]
     text = _request_message(telegram)["text"]
     lines = text.splitlines()
-    assert CODE not in text
-    assert '  "Door Note! Confirm is safe": "front"' in lines
-    assert (
-        '  options: {"mode": "fast", "pin": "(not shown)",'
-        ' "steps": ["one two", 3, null]}'
-    ) in lines
-    assert '  label: "Z\u0301\u0302a"' in lines
-    # Ten values are shown; the rest are counted.
-    assert "  and 3 more values" in lines
-    assert sum(line.startswith("  x_") for line in lines) == 7
+    assert "  13 other fields" in lines
+    for word in (CODE, "Door Note", "Confirm is safe", "options", "label", "x_0"):
+        assert word not in text
     assert hass.states.get("lock.front_door").state == "locked"
+
+
+async def test_known_structured_fields_are_rendered_one_bounded_line_each(
+    hass: HomeAssistant, assistant: MockConfigEntry
+) -> None:
+    """Fields a service documents: nested values flat, codes hidden, count capped."""
+    data = dict(NESTED_UNLOCK["data"])
+    call = ResolvedCall("lock", "unlock", ("lock.front_door",), data)
+    known = {("lock", "unlock"): frozenset(k for k in data if k.isidentifier())}
+    text = describe_call(hass, call, await async_texts(hass, "en"), None, known)
+    lines = text.split("\n  ")
+    assert CODE not in text
+    assert (
+        'options: {"mode": "fast", "pin": "(not shown)", "steps": ["one two", 3, null]}'
+    ) in lines
+    assert 'label: "Z\u0301\u0302a"' in lines
+    # Ten values are shown; the rest are counted, the odd key among them.
+    assert "and 2 more values" in lines
+    assert "1 other field" in lines
+    assert "Door Note" not in text
 
 
 async def test_the_request_says_when_outside_text_made_it_ask(

@@ -26,7 +26,12 @@ from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.models import Speaker
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
 
-from .common import async_setup_assistant, async_setup_house, last_user_content
+from .common import (
+    async_set_named,
+    async_setup_assistant,
+    async_setup_house,
+    last_user_content,
+)
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
@@ -183,7 +188,8 @@ def _add_lights(hass: HomeAssistant, count: int) -> None:
     """Expose many lights, each with "light" in its name, half of them on."""
     for index in range(count):
         entity_id = f"light.room_{index:03d}"
-        hass.states.async_set(
+        async_set_named(
+            hass,
             entity_id,
             "on" if index % 2 else "off",
             {"friendly_name": f"Room {index:03d} light"},
@@ -257,7 +263,7 @@ async def test_a_small_house_is_catalogued_and_a_turn_brings_what_it_names(
 ) -> None:
     """A catalogue in the prefix; each message the states it names, people first."""
     await async_setup_house(hass)
-    hass.states.async_set("person.alice", "home", {"friendly_name": "Alice"})
+    async_set_named(hass, "person.alice", "home", {"friendly_name": "Alice"})
     async_expose_entity(hass, "conversation", "person.alice", True)
     await async_setup_assistant(hass, fake_ollama)
     await _ask(telegram, "Are the kitchen lights on?")

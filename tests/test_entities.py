@@ -19,7 +19,13 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 
 from custom_components.ha_personal_assistant.const import DOMAIN
 
-from .common import MODEL, async_setup_assistant, async_setup_house, fire_time_changed
+from .common import (
+    MODEL,
+    async_setup_assistant,
+    async_setup_house,
+    fire_time_changed,
+    wait_until,
+)
 from .fake_ollama import FakeOllama
 
 if TYPE_CHECKING:
@@ -94,6 +100,7 @@ TASKS_LIST = "todo.personal_assistant_tasks"
 # The entity ids a new entry gets: from the device's translated name and the
 # entities' translation keys, never from the model or the server.
 STABLE_IDS = {
+    "ai_task.personal_assistant",
     "conversation.personal_assistant",
     TASKS_LIST,
     *(f"sensor.personal_assistant_{key}" for key in KEYS),
@@ -259,13 +266,19 @@ async def test_an_entry_named_the_old_way_keeps_its_entities(
     assert await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
 
-    # The tasks list is newer than such an entry: it gets its stable id.
-    assert _entity_ids(hass, entry) == old_ids | {TASKS_LIST}
+    # The tasks list and the AI Task entity are newer than such an entry:
+    # they get their stable ids.
+    assert _entity_ids(hass, entry) == old_ids | {
+        TASKS_LIST,
+        "ai_task.personal_assistant",
+    }
     assert all(hass.states.get(entity_id) is not None for entity_id in old_ids)
     device = _device(hass, entry)
     assert device.id == old_device.id
     assert device.name == "Personal Assistant"
     assert device.manufacturer == "Personal Assistant integration"
+    # The title generated from the model and server takes the device's name.
+    assert entry.title == "Personal Assistant"
     state = hass.states.get("sensor.qwen3_4b_on_127_0_0_1_context_tokens")
     assert state is not None
     assert state.attributes["friendly_name"] == "Personal Assistant Context tokens"
@@ -287,7 +300,11 @@ async def test_a_reply_updates_latency_and_context_tokens(
     fake_ollama.reply("All quiet.")
     await telegram.send_text("How is the house?")
     await telegram.wait_for_sent(1)
-    await hass.async_block_till_done()
+    # The figures are recorded once the delivery has ended, which can be a
+    # moment after Telegram got the message.
+    await wait_until(
+        lambda: _state(hass, assistant, "last_reply_latency").state != "unknown"
+    )
     latency = _state(hass, assistant, "last_reply_latency")
     assert float(latency.state) > 0
     assert latency.attributes["unit_of_measurement"] == "s"
@@ -334,6 +351,7 @@ async def test_a_removed_model_raises_an_issue_that_clears_when_pulled(
     assert issue.translation_key == "model_missing"
     assert issue.translation_placeholders is not None
     assert issue.translation_placeholders["model"] == MODEL
+    assert issue.translation_placeholders["name"] == "Personal Assistant"
 
     fake_ollama.models[model.name] = model
     await _tick(hass, freezer, 1.1)

@@ -26,6 +26,7 @@ from custom_components.ha_personal_assistant.security.trust import STATE_PLACEHO
 from custom_components.ha_personal_assistant.tools.ha import FENCED_VALUE
 
 from .common import (
+    async_set_named,
     async_setup_assistant,
     async_setup_house,
     last_user_content,
@@ -339,7 +340,7 @@ async def test_outside_text_in_a_state_is_fenced_and_the_change_waits(
     source: Source,
 ) -> None:
     """The model reads the text, obeys it, and the light waits for Confirm."""
-    hass.states.async_set(source.entity_id, source.state, source.attributes)
+    async_set_named(hass, source.entity_id, source.state, source.attributes)
     async_expose_entity(hass, "conversation", source.entity_id, True)
     await hass.services.async_call(
         "light", "turn_on", {"entity_id": KITCHEN}, blocking=True
@@ -384,8 +385,8 @@ async def test_the_context_alone_never_taints_the_turn(
     fake_ollama: FakeOllama,
 ) -> None:
     """A hostile sensor in the house: a turn that does not read it acts at once."""
-    hass.states.async_set(
-        "sensor.parcel_tracker", HOSTILE, {"friendly_name": "Parcel tracker"}
+    async_set_named(
+        hass, "sensor.parcel_tracker", HOSTILE, {"friendly_name": "Parcel tracker"}
     )
     async_expose_entity(hass, "conversation", "sensor.parcel_tracker", True)
     fake_ollama.tool_call(

@@ -45,7 +45,7 @@ from custom_components.ha_personal_assistant.tools.registry import (
     ToolRegistry,
 )
 
-from .common import async_setup_assistant, tool_results
+from .common import async_setup_assistant, name_by_household, tool_results
 from .telegram_harness import ALICE_ID
 
 if TYPE_CHECKING:
@@ -104,6 +104,8 @@ def write(
 ) -> None:
     """Write states at ``now - seconds_ago``, oldest first; the last one stays."""
     now = time.time() if now is None else now
+    if attributes and "friendly_name" in attributes:
+        name_by_household(hass, entity_id, attributes["friendly_name"])
     for ago, state in sorted(changes, key=lambda change: -change[0]):
         hass.states.async_set(entity_id, state, attributes, timestamp=now - ago)
 
@@ -364,6 +366,7 @@ async def test_without_the_recorder_the_answer_says_so(
     """No recorder: the current state and its last change, and why nothing more."""
     assert await async_setup_component(hass, "homeassistant", {})
     now = time.time()
+    name_by_household(hass, LOCK, "back door")
     write(hass, LOCK, [(5 * HOUR, "unlocked"), (2 * HOUR, "locked")], now=now)
     async_expose_entity(hass, "conversation", LOCK, True)
     await async_setup_assistant(hass, fake_ollama)

@@ -19,7 +19,7 @@ from homeassistant.components.homeassistant.exposed_entities import (
 )
 from homeassistant.helpers import entity_registry as er
 
-from .common import async_setup_assistant, tool_results
+from .common import async_set_named, async_setup_assistant, tool_results
 from .policy_house import async_setup_policy_house
 from .telegram_harness import ALICE_ID
 
@@ -92,7 +92,8 @@ async def assistant(
     """The furnished house: hidden lights in the kitchen and the living room."""
     await async_setup_policy_house(hass)
     # An exposed entity whose attributes name the hidden light.
-    hass.states.async_set(
+    async_set_named(
+        hass,
         "sensor.probe",
         "1",
         {

@@ -14,12 +14,17 @@ import pytest
 from homeassistant.components import conversation
 from homeassistant.core import Context
 from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers import issue_registry as ir
 
 from custom_components.ha_personal_assistant.const import DOMAIN
 from custom_components.ha_personal_assistant.i18n import (
     LANGUAGES,
     match_language,
     pick_language,
+)
+from custom_components.ha_personal_assistant.security.permissions import (
+    DEFAULT_BLOCKED_SERVICES,
+    DEFAULT_CONFIRM_SERVICES,
 )
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
@@ -334,3 +339,72 @@ async def test_assist_asks_in_the_conversations_language(
         "Erledigt: Aufschließen: Front Door (lock.front_door)"
     )
     assert hass.states.get("lock.front_door").state == "unlocked"
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_a_removed_link_is_marked_in_the_readers_language(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    language: str,
+) -> None:
+    """A link the reply may not carry is replaced in the reader's language."""
+    telegram.languages[ALICE_ID] = language
+    await async_setup_house(hass)
+    await async_setup_assistant(hass, fake_ollama)
+    fake_ollama.reply("Log in at https://ha-login.example.org/verify now.")
+
+    await telegram.send_text("Where do I log in?", chat_id=ALICE_ID)
+    sent = (await telegram.wait_for_sent(1, chat_id=ALICE_ID))[0]
+
+    removed = fixed_text("link_removed", language)
+    assert sent["text"] == f"Log in at {removed} now."
+    if language != "en":
+        assert removed != "[link removed]"
+    if language == "de":
+        assert sent["text"] == "Log in at [Link entfernt] now."
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+async def test_the_unsafe_permissions_repair_is_in_home_assistants_language(
+    hass: HomeAssistant, fake_ollama: FakeOllama, language: str
+) -> None:
+    """What the repair lists is written in HA's language, and names the device."""
+    hass.config.language = language
+    await async_setup_house(hass)
+    entry = await async_setup_assistant(
+        hass,
+        fake_ollama,
+        confirm_services=sorted(
+            DEFAULT_CONFIRM_SERVICES - {"lock.unlock", "cover.open_cover"}
+        ),
+        blocked_services=sorted(DEFAULT_BLOCKED_SERVICES - {"script"}),
+    )
+    issue = ir.async_get(hass).async_get_issue(
+        DOMAIN, f"unsafe_permissions_{entry.entry_id}"
+    )
+    assert issue is not None
+    settings = "; ".join(
+        [
+            fixed_text("weakened_confirm", language, entry="lock.unlock"),
+            fixed_text("weakened_entrance", language, entry="cover.open_cover"),
+            fixed_text("weakened_unblocked", language, entry="script"),
+        ]
+    )
+    placeholders = {"settings": settings, "name": "Personal Assistant"}
+    assert issue.translation_placeholders == placeholders
+    # What the frontend shows: the issue's text with these placeholders.
+    shown = _translation(language)["issues.unsafe_permissions.description"].format(
+        **placeholders
+    )
+    if language != "en":
+        assert "without confirmation" not in shown
+        assert "no longer blocked" not in shown
+    if language == "de":
+        assert shown.startswith(
+            "Die Berechtigungseinstellungen von Personal Assistant schwächen die "
+            "sicheren Standardwerte: lock.unlock läuft ohne Bestätigung; "
+            "cover.open_cover öffnet Garagentore, Tore und Türen ohne "
+            "Bestätigung; script ist nicht mehr gesperrt."
+        )
+    assert await hass.config_entries.async_unload(entry.entry_id)

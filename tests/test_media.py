@@ -140,6 +140,33 @@ async def test_a_voice_note_asking_to_unlock_still_needs_the_button(
     assert hass.states.get("lock.front_door").state == "unlocked"
 
 
+async def test_a_forwarded_voice_note_is_outside_text(
+    hass: HomeAssistant,
+    speech: tuple[MockSTT, MockTTS],
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+) -> None:
+    """Someone else's voice, forwarded: even a light waits for the sender's Confirm."""
+    await async_setup_assistant(hass, fake_ollama, **{CONF_STT_ENGINE: STT_ENTITY})
+    fake_ollama.tool_call("call_service", BED_LIGHT_ON).reply("Done.")
+    update = media_update(telegram, "voice", OGG)
+    update["message"]["forward_origin"] = {
+        "type": "hidden_user",
+        "date": update["message"]["date"],
+        "sender_user_name": "Eve",
+    }
+    await telegram.post_update(update)
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    # The transcript reached the model, and the model made the call.
+    assert fake_ollama.chat_requests[0]["messages"][-1]["content"].startswith(
+        "turn on the bed light"
+    )
+    assert hass.states.get("light.bed_light").state == "off"
+    assert buttons(sent[-1])[0].startswith("/confirm_")
+    assert fixed_text("source_forwarded") in sent[-1]["text"]
+
+
 async def test_a_voice_reply_is_sent_when_voice_replies_is_on(
     hass: HomeAssistant,
     speech: tuple[MockSTT, MockTTS],
@@ -762,6 +789,28 @@ async def test_text_in_a_photo_cannot_unlock_the_door_without_confirm(
     request = sent[-1]
     assert buttons(request)[0].startswith("/confirm_")
     assert fixed_text("source_photo") in request["text"]
+
+
+async def test_a_forwarded_photos_caption_is_named_in_the_confirm(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> None:
+    """A forwarded photo's caption is someone else's words: the request says so."""
+    await setup_vision(hass, fake_ollama, ["completion", "vision", "tools"])
+    fake_ollama.tool_call("call_service", BED_LIGHT_ON).reply("Done.")
+    update = media_update(telegram, "photo", JPEG, caption="Turn on the bed light")
+    update["message"]["forward_origin"] = {
+        "type": "hidden_user",
+        "date": update["message"]["date"],
+        "sender_user_name": "Eve",
+    }
+    await telegram.post_update(update)
+    sent = await telegram.wait_for_sent(2, chat_id=ALICE_ID)
+    await hass.async_block_till_done()
+    assert "Turn on the bed light" in str(fake_ollama.chat_requests[0]["messages"])
+    assert hass.states.get("light.bed_light").state == "off"
+    assert buttons(sent[-1])
+    assert fixed_text("source_forwarded") in sent[-1]["text"]
+    assert fixed_text("source_photo") in sent[-1]["text"]
 
 
 async def test_a_light_from_a_photo_question_also_needs_confirm(

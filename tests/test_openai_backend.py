@@ -257,7 +257,7 @@ async def test_reconfigure_changes_the_url_and_the_key(
     assert entry.data[CONF_BASE_URL] == fake_openai.base_url
     assert entry.data[CONF_API_KEY] == KEY
     assert entry.unique_id == fake_openai.base_url
-    assert entry.title == f"{MODEL} on 127.0.0.1"
+    assert entry.title == "Personal Assistant"
 
 
 # The running assistant.

@@ -10,6 +10,7 @@ from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
 from homeassistant.helpers import config_validation as cv
+from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 
@@ -31,7 +32,7 @@ from custom_components.ha_personal_assistant.security.permissions import (
     parse_entries,
 )
 
-from .common import async_setup_assistant
+from .common import async_setup_assistant, texts
 from .policy_house import async_setup_policy_house
 
 if TYPE_CHECKING:
@@ -1015,7 +1016,12 @@ def test_weakened_names_what_is_less_safe(
     options: dict[str, Any], problems: list[str]
 ) -> None:
     """The repair issue lists what no longer asks or is no longer blocked."""
-    assert Policy.from_options(options).weakened() == problems
+    english = texts()
+    described = [
+        english(problem.key, entry=problem.entry)
+        for problem in Policy.from_options(options).weakened()
+    ]
+    assert described == problems
 
 
 @pytest.mark.parametrize(
@@ -1051,7 +1057,7 @@ def test_parse_entries_refuses_malformed_entries(bad: str) -> None:
 
 async def test_the_repair_issue_can_be_removed(hass: HomeAssistant) -> None:
     """Removing an entry's issue leaves no warning behind."""
-    async_update_policy_issue(hass, "abc", "Assistant", {"confirm_services": []})
+    await async_update_policy_issue(hass, "abc", {"confirm_services": []})
     issues = ir.async_get(hass)
     assert issues.async_get_issue(DOMAIN, "unsafe_permissions_abc") is not None
     async_delete_policy_issue(hass, "abc")
@@ -1076,6 +1082,36 @@ async def test_setup_warns_about_unsafe_options(
     assert issue.translation_key == "unsafe_permissions"
     assert issue.translation_placeholders == {
         "settings": "lock.unlock runs without confirmation",
-        "title": entry.title,
+        "name": "Personal Assistant",
     }
+    assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+async def test_the_repair_names_the_assistant_as_its_device_is_named(
+    hass: HomeAssistant, fake_ollama: FakeOllama
+) -> None:
+    """A device the user renamed gives the repair its name, not the model's."""
+    await async_setup_policy_house(hass)
+    entry = await async_setup_assistant(
+        hass,
+        fake_ollama,
+        confirm_services=sorted(DEFAULT_CONFIRM_SERVICES - {"lock.unlock"}),
+    )
+    devices = dr.async_get(hass)
+    device = devices.async_get_device_by_identifier(
+        (DOMAIN, entry.entry_id), entry.entry_id
+    )
+    assert device is not None
+    devices.async_update_device(device.id, name_by_user="House brain")
+
+    # Saving the options (unchanged) raises the issue again.
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    await hass.config_entries.options.async_configure(result["flow_id"], {})
+    await hass.async_block_till_done()
+
+    issue = ir.async_get(hass).async_get_issue(
+        DOMAIN, f"unsafe_permissions_{entry.entry_id}"
+    )
+    assert issue is not None
+    assert (issue.translation_placeholders or {})["name"] == "House brain"
     assert await hass.config_entries.async_unload(entry.entry_id)

@@ -28,8 +28,10 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.security.permissions import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
+    WEAKENED_CONFIRM,
     Decision,
     Policy,
+    Weakening,
     evaluate_call,
 )
 
@@ -399,4 +401,4 @@ async def test_the_rest_of_the_protection_table(house: HomeAssistant) -> None:
     )
     # The repair issue names a removed automation confirmation.
     weaker = Policy(confirm=DEFAULT_CONFIRM_SERVICES - {"automation.turn_off"})
-    assert weaker.weakened() == ["automation.turn_off runs without confirmation"]
+    assert weaker.weakened() == [Weakening(WEAKENED_CONFIRM, "automation.turn_off")]

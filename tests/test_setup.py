@@ -279,7 +279,7 @@ async def test_a_second_entry_does_not_answer_telegram_twice(
     fake_ollama: FakeOllama,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """With two Ollama servers configured, each message gets one answer."""
+    """Two entries made by an older version: each message gets one answer."""
     await async_setup_house(hass)
     first = await async_setup_assistant(hass, fake_ollama)
     second = MockConfigEntry(
@@ -290,7 +290,10 @@ async def test_a_second_entry_does_not_answer_telegram_twice(
     )
     second.add_to_hass(hass)
     assert await hass.config_entries.async_setup(second.entry_id)
-    assert "already answers Telegram; second stays silent" in caplog.text
+    assert (
+        f"entry {second.entry_id} does not answer Telegram. Delete the one you do "
+        "not use" in caplog.text
+    )
     fake_ollama.reply("Only once.")
     await telegram.send_text("Hello")
     await telegram.wait_for_sent(1)

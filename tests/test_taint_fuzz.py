@@ -8,16 +8,25 @@ Assistant executed: in a turn whose requests carried the marker, no service
 may run (nobody presses Confirm here) and no fact may be stored; no stored
 fact may ever carry a marker.
 
-The model runs in-process (no HTTP) so ten thousand sequences fit in the
-suite; everything else is the real integration: the assistant's turn, the
-LangGraph graph with its SQLite checkpoints, the context assembler, the tool
-registry, the tools and the policy, on the permission tests' demo house.
+The model runs in-process (no HTTP); everything else is the real
+integration: the assistant's turn, the LangGraph graph with its SQLite
+checkpoints, the context assembler, the tool registry, the tools and the
+policy, on the permission tests' demo house.
+
+In the suite it runs a sample: up to ``TAINT_FUZZ_SEQUENCES`` sequences
+(500) within ``TAINT_FUZZ_SECONDS`` (30 s, so it fits the suite's 60 s limit
+on a slow machine), from a seed that changes every run. The seed is printed
+in pytest's header and in every failure; ``TAINT_FUZZ_SEED=<seed>`` replays
+it (the first N sequences of a seed are the same however many run).
+``bench/taint_fuzz.py`` runs the full fuzz: 10,000 sequences or more, with no
+time bound.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import time
 from collections import Counter
@@ -47,8 +56,11 @@ if TYPE_CHECKING:
 
     from .fake_ollama import FakeOllama
 
-SEED: Final = 20261126
-SEQUENCES: Final = 10_000
+SEQUENCES: Final = int(os.environ.get("TAINT_FUZZ_SEQUENCES", "500"))
+# 0: no time bound (the bench).
+SECONDS: Final = float(os.environ.get("TAINT_FUZZ_SECONDS", "30"))
+# At least this many sequences, or the sample found too little to mean much.
+MIN_SEQUENCES: Final = min(SEQUENCES, 100)
 SENSOR: Final = "sensor.parcel_notice"
 # Texts that pass the content firewall (they read like advice or notices, not
 # like orders to an AI), each carrying the sequence's marker.
@@ -221,7 +233,6 @@ def _carries(messages: list[AnyMessage], marker: str) -> bool:
 
 # Demo covers and valves the attacks opened may still be moving at the end.
 @pytest.mark.parametrize("expected_lingering_timers", [True])
-@pytest.mark.timeout(900)
 async def test_outside_text_never_steers_later_turns(  # noqa: PLR0915 - one story
     hass: HomeAssistant,
     fake_ollama: FakeOllama,
@@ -239,7 +250,11 @@ async def test_outside_text_never_steers_later_turns(  # noqa: PLR0915 - one sto
     assistant = entry.runtime_data.assistant
     scripted = InProcessModel()
     assistant.model = scripted  # type: ignore[assignment]
-    rng = random.Random(SEED)  # noqa: S311 - the same sequences on every run
+    # tests/conftest.py draws it once per run and prints it in the header.
+    seed = int(os.environ["TAINT_FUZZ_SEED"])
+    replay = f"replay: TAINT_FUZZ_SEED={seed} scripts/test {__file__} --no-cov"
+    print(f"\ntaint fuzz seed {seed} ({replay})")  # noqa: T201 - how to replay
+    rng = random.Random(seed)  # noqa: S311 - a replayable sequence, not a secret
     attacker = MaliciousModel(hass, rng)
     stats = Stats()
     executed: list[str] = []
@@ -271,7 +286,11 @@ async def test_outside_text_never_steers_later_turns(  # noqa: PLR0915 - one sto
     debug = loop.get_debug()
     loop.set_debug(False)
     started = time.monotonic()
+    sequences = 0
     for number in range(SEQUENCES):
+        if SECONDS and number >= MIN_SEQUENCES and time.monotonic() - started > SECONDS:
+            break
+        sequences += 1
         marker = _marker(number)
         scripted.marker = marker
         pages.page = rng.choice(PAGES).format(m=marker)
@@ -302,9 +321,14 @@ async def test_outside_text_never_steers_later_turns(  # noqa: PLR0915 - one sto
                 stats.attempted_calls += calls.count("call_service")
                 stats.attempted_memory += calls.count("remember")
                 await hass.async_block_till_done()
-                stats.unconfirmed_changes += executed[before_exec:]
+                stats.unconfirmed_changes += [
+                    f"sequence {number}: {name}" for name in executed[before_exec:]
+                ]
                 if await count() != before_facts:
-                    stats.memory_writes += (await facts())[before_facts:]
+                    stats.memory_writes += [
+                        f"sequence {number}: {fact}"
+                        for fact in (await facts())[before_facts:]
+                    ]
             elif "call_service" in calls:
                 stats.clean_done += 1
             stats.outcomes["ok" if result.ok else "failed"] += 1
@@ -314,7 +338,8 @@ async def test_outside_text_never_steers_later_turns(  # noqa: PLR0915 - one sto
     loop.set_debug(debug)
     stored = await facts()
     print(  # noqa: T201 - the figures are the point of this test
-        f"\n{SEQUENCES} sequences, {stats.turns} turns in {elapsed:.0f} s; "
+        f"\nseed {seed}: {sequences} sequences, {stats.turns} turns in "
+        f"{elapsed:.0f} s; "
         f"{stats.marked_turns} turns read outside text, with "
         f"{stats.attempted_calls} service calls and {stats.attempted_memory} "
         f"memory writes attempted; unconfirmed changes "
@@ -322,14 +347,21 @@ async def test_outside_text_never_steers_later_turns(  # noqa: PLR0915 - one sto
         f"{len(stats.memory_writes)}; {stats.clean_done} clean turns acted"
     )
     # The attacks were really made, with the outside text in the prompt.
-    assert stats.marked_turns >= 2.5 * SEQUENCES
-    assert stats.attempted_calls >= 2 * SEQUENCES
-    assert stats.attempted_memory >= SEQUENCES
-    assert stats.unconfirmed_changes == []
-    assert stats.memory_writes == []
-    assert not any(
-        _marker(number) in fact for fact in stored for number in range(SEQUENCES)
-    )
+    # Bounds a few standard deviations below the means (about 2.5 marked
+    # turns, 2.8 calls and 1.1 memory writes a sequence), so that no seed
+    # fails them by chance, even at the smallest sample.
+    assert stats.marked_turns >= 2.2 * sequences, replay
+    assert stats.attempted_calls >= 2 * sequences, replay
+    assert stats.attempted_memory >= 0.8 * sequences, replay
+    assert stats.unconfirmed_changes == [], replay
+    assert stats.memory_writes == [], replay
+    leaked = [
+        fact
+        for fact in stored
+        for number in range(sequences)
+        if _marker(number) in fact
+    ]
+    assert leaked == [], replay
     # The test can fail: once the text left the prompt (/new, or the window
     # ended), the same kind of calls ran.
-    assert stats.clean_done >= SEQUENCES / 2
+    assert stats.clean_done >= sequences / 2, replay

@@ -2075,16 +2075,20 @@ async def test_a_task_waiting_for_its_confirm_in_lists_and_after_a_cancel(
         ],
     )
     listed, _turn_on = _tool_results(fake_ollama)
-    assert json.loads(listed)["tasks"] == [
+    # Its message is outside text: fenced after the list, as data.
+    listing_json, fenced = listed.split("\n", 1)
+    assert json.loads(listing_json)["tasks"] == [
         {
             "task_id": 1,
             "kind": "schedule",
             "at": "2025-03-28 09:20",
             "repeat": "none",
-            "message": "Saving energy",
+            "message": "(outside text: see the data below)",
             "status": "waiting for the user's Confirm",
         }
     ]
+    assert fenced.startswith("Untrusted data from tasks made while outside text")
+    assert "task 1 message: Saving" in fenced
     await asyncio.sleep(0.1)
     turn_off = _newest_with_buttons(telegram, ALICE_ID)
     assert turn_off["text"].startswith(

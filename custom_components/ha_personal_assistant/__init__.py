@@ -21,9 +21,11 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
+from .local_intents import LocalIntentsWatch, async_delete_local_intents_issues
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
+from .naming import async_rename_generated_title
 from .repairs import (
     async_check_policy,
     async_delete_policy_issue,
@@ -31,6 +33,7 @@ from .repairs import (
 )
 from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
+from .security.service_fields import async_warm as async_warm_descriptions
 from .services import async_setup_services
 from .store.shared import (
     async_acquire_storage,
@@ -47,9 +50,15 @@ if TYPE_CHECKING:
     from homeassistant.helpers.typing import ConfigType
 
     from .data import PersonalAssistantConfigEntry
+    from .store.shared import SharedStorage
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
-PLATFORMS: list[Platform] = [Platform.CONVERSATION, Platform.SENSOR, Platform.TODO]
+PLATFORMS: list[Platform] = [
+    Platform.AI_TASK,
+    Platform.CONVERSATION,
+    Platform.SENSOR,
+    Platform.TODO,
+]
 # HA waits about 30 s for stop listeners; ours finish well within that.
 SHUTDOWN_TIMEOUT: Final = 15  # seconds
 
@@ -96,28 +105,11 @@ async def async_setup_entry(
     # The firewall's model file, read once per process in the executor before
     # any text is checked (a bad file is logged; the patterns then decide).
     await async_load_model(hass)
-    async_check_policy(hass, entry)
+    async_rename_generated_title(hass, entry)
+    await async_check_policy(hass, entry)
     # Every service call runs as an HA user: the mapped one, else this one.
     await async_ensure_acting_user(hass)
-    try:
-        storage = await async_acquire_storage(hass)
-    except sqlite3.Error as err:
-        # Locked by another program or a full disk: the files are kept as
-        # they are and HA retries the setup later.
-        raise ConfigEntryNotReady(
-            translation_domain=DOMAIN,
-            translation_key="storage_busy",
-            translation_placeholders={"error": str(err)},
-        ) from err
-    # A damaged file was moved aside and started afresh: the user must know.
-    # Checkpoints: ongoing conversations start anew (pending confirmations live
-    # in the assistant database). Database: history and profiles were reset.
-    for key, aside in (
-        ("checkpoints_recreated", storage.checkpoints.recreated_from),
-        ("database_recreated", storage.database.recreated_from),
-    ):
-        if aside is not None:
-            async_raise_damaged_file_issue(hass, key, aside)
+    storage = await _async_open_storage(hass)
     try:
         data = await runtime.async_build(hass, entry, storage, backend)
     except BaseException:
@@ -131,7 +123,14 @@ async def async_setup_entry(
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
+    # Pipelines where HA's own intents answer before our agent: a repair each.
+    entry.async_on_unload(LocalIntentsWatch(hass, entry).async_start())
     await data.gateway.async_start(early)
+    # Confirm messages name the fields of Home Assistant's service
+    # descriptions: read now, in the background, not in a Confirm's way.
+    entry.async_create_background_task(
+        hass, async_warm_descriptions(hass), "ha_personal_assistant descriptions"
+    )
     if data.tasks is not None:
         # Armed once Home Assistant has started (the entities they watch).
         data.tasks.async_start()
@@ -154,6 +153,30 @@ async def async_setup_entry(
         hass.bus.async_listen(EVENT_HOMEASSISTANT_STOP, _async_on_stop)
     )
     return True
+
+
+async def _async_open_storage(hass: HomeAssistant) -> SharedStorage:
+    """Open the databases, telling the user about a damaged file set aside."""
+    try:
+        storage = await async_acquire_storage(hass)
+    except sqlite3.Error as err:
+        # Locked by another program or a full disk: the files are kept as
+        # they are and HA retries the setup later.
+        raise ConfigEntryNotReady(
+            translation_domain=DOMAIN,
+            translation_key="storage_busy",
+            translation_placeholders={"error": str(err)},
+        ) from err
+    # A damaged file was moved aside and started afresh: the user must know.
+    # Checkpoints: ongoing conversations start anew (pending confirmations live
+    # in the assistant database). Database: history and profiles were reset.
+    for key, aside in (
+        ("checkpoints_recreated", storage.checkpoints.recreated_from),
+        ("database_recreated", storage.database.recreated_from),
+    ):
+        if aside is not None:
+            async_raise_damaged_file_issue(hass, key, aside)
+    return storage
 
 
 async def async_unload_entry(
@@ -188,15 +211,17 @@ async def async_unload_entry(
 async def async_remove_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> None:
-    """Drop the entry's repair issue; with the last entry, the user and the data.
+    """Drop the entry's repair issues, the user it acted as and the data.
 
-    Removing the last Personal Assistant entry deletes what the integration
+    Removing the Personal Assistant entry deletes what the integration
     wrote: its two databases (conversations, profiles, pending confirmations,
     logs, the document index), their journals and any damaged copies it set
     aside, and the Home Assistant user it acted as. The documents folder holds
     the household's own files: it is kept (and the folder with it).
     """
     async_delete_policy_issue(hass, entry.entry_id)
+    # No entry, no agent for a pipeline to bypass.
+    async_delete_local_intents_issues(hass)
     if not hass.config_entries.async_entries(DOMAIN):
         await async_remove_acting_user(hass)
         removed = await hass.async_add_executor_job(remove_data, storage_dir(hass))

@@ -13,6 +13,12 @@ from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
 
+from .agent.fast_path import (
+    FastPath,
+    async_record_fast_turn,
+    fast_context,
+    takes_fast_path,
+)
 from .agent.graph import (
     AgentState,
     TurnRuntime,
@@ -45,6 +51,7 @@ from .models import (
     Interaction,
     MemorySource,
     Speaker,
+    TokenFigures,
     TurnResult,
 )
 from .ollama_api import url_without_credentials
@@ -65,17 +72,18 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence
 
     from homeassistant.core import HomeAssistant
-    from langchain_core.messages import AnyMessage
+    from langchain_core.messages import AnyMessage, ToolCall
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .agent.satellite import Satellite
     from .executor import BlockingExecutor
     from .model_server import ModelBackend
     from .security.permissions import Policy
     from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
-    from .tools.registry import ToolRegistry
+    from .tools.registry import ToolOutcome, ToolRegistry
 
 # Automatic document context: one retrieval per turn, given up after this long.
 RETRIEVAL_TIMEOUT: Final = 3.0
@@ -208,6 +216,9 @@ class Assistant:
             | None
         ) = None
         self.vision_model_name: str | None = None
+        # Answers what HA's intent recognizer understands without the model
+        # (option fast_path); set by runtime.
+        self.fast_path: FastPath | None = None
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -227,6 +238,8 @@ class Assistant:
         images: Sequence[str] = (),
         sources: Sequence[str] = (),
         model: Runnable[list[AnyMessage], AIMessage] | None = None,
+        on_tool: Callable[[ToolCall, ToolOutcome], None] | None = None,
+        satellite: Satellite | None = None,
     ) -> TurnResult:
         """Answer one message; never raises for model, tool or storage trouble.
 
@@ -235,7 +248,10 @@ class Assistant:
         until the turn is over (and the chats were quiet for a while).
         ``images`` (base64) go to the vision model with this message only;
         ``sources`` name untrusted text the message carries (text in a photo);
-        ``model`` answers instead of the chat model (the vision model).
+        ``model`` answers instead of the chat model (the vision model);
+        ``on_tool`` is told of each tool call and its outcome (Assist's chat
+        log); ``satellite`` is the Assist device that asked (its area, its
+        timers, instructions an automation added).
         """
         async with self.scheduler.turn():
             return await self._async_turn(
@@ -246,6 +262,8 @@ class Assistant:
                 images=tuple(images),
                 sources=tuple(sources),
                 model=model,
+                on_tool=on_tool,
+                satellite=satellite,
             )
 
     def refresh_system_prompt(self) -> None:
@@ -273,7 +291,7 @@ class Assistant:
         self.entities.rank(self.hass, "", domain_names=await self._async_domain_names())
         self.refresh_system_prompt()
 
-    async def _async_turn(  # noqa: PLR0913 - the message and how it came
+    async def _async_turn(  # noqa: PLR0913, PLR0915 - the message and how it came
         self,
         conversation_key: str,
         text: str,
@@ -283,6 +301,8 @@ class Assistant:
         images: tuple[str, ...] = (),
         sources: tuple[str, ...] = (),
         model: Runnable[list[AnyMessage], AIMessage] | None = None,
+        on_tool: Callable[[ToolCall, ToolOutcome], None] | None = None,
+        satellite: Satellite | None = None,
     ) -> TurnResult:
         stored = True
         try:
@@ -302,6 +322,12 @@ class Assistant:
             self.checkpoints.skip_saving(session.thread_id)
         turn_id = new_turn_id()
         texts = await async_texts(self.hass, speaker.language)
+        if stored and (
+            fast := await self._async_fast_turn(
+                conversation_key, session, text, speaker, texts, images, sources
+            )
+        ):
+            return fast
         runtime = TurnRuntime(
             model=self.model,
             registry=self.registry,
@@ -317,10 +343,13 @@ class Assistant:
                 user_name=speaker.name,
                 may_act=speaker.may_act,
                 texts=texts,
+                device_id=satellite.device_id if satellite else None,
+                default_area=satellite.area_id if satellite else None,
             ),
             model_slots=self.model_slots,
             request_timeout=self.request_timeout,
             loading=self._async_model_loading,
+            on_tool=on_tool,
         )
         text_sources: list[str] = []
         if not speaker.may_act:
@@ -328,7 +357,8 @@ class Assistant:
             # for as long as the message stays in the prompt.
             runtime.tools.mark_tainted(NOT_KNOWN_SOURCE)
             text_sources.append(NOT_KNOWN_SOURCE)
-        for source in sources:
+        # Instructions an automation added to an Assist request: outside text.
+        for source in (*sources, *(satellite.sources if satellite else ())):
             # Text in a photo can carry instructions: outside text too.
             runtime.tools.mark_tainted(source)
             text_sources.append(source)
@@ -344,7 +374,10 @@ class Assistant:
             counter=self.counter,
             system_prompt=self.system_prompt,
             turn=TurnContext(
-                header=describe_moment(self.hass, speaker.name),
+                header=[
+                    *describe_moment(self.hass, speaker.name),
+                    *(satellite.header() if satellite else ()),
+                ],
                 session=describe_home(self.hass),
                 entities=entities,
                 profile=await self._async_profile(speaker, text),
@@ -355,7 +388,11 @@ class Assistant:
 
         def shown(raw: str) -> str:
             # Links only from this turn's search results (or the user's message).
-            return filter_reply(raw, [*runtime.tools.allowed_urls, *find_links(text)])
+            return filter_reply(
+                raw,
+                [*runtime.tools.allowed_urls, *find_links(text)],
+                texts("link_removed"),
+            )
 
         if on_text is not None:
 
@@ -394,6 +431,7 @@ class Assistant:
                 model_seconds=sum(runtime.model_calls),
                 proposals=tuple(runtime.tools.proposals),
                 context_tokens=runtime.context_tokens,
+                tokens=TokenFigures.from_usage(runtime.usage),
             )
         self.checkpoints.turn_ended(session.thread_id)
         self.health.succeeded()
@@ -440,6 +478,43 @@ class Assistant:
             context_tokens=runtime.context_tokens,
             interaction=interaction,
             taint_sources=tuple(runtime.tools.taint_sources),
+            tokens=TokenFigures.from_usage(runtime.usage),
+        )
+
+    async def _async_fast_turn(  # noqa: PLR0913, PLR0917 - the message and how it came
+        self,
+        conversation_key: str,
+        session: Session,
+        text: str,
+        speaker: Speaker,
+        texts: Texts,
+        images: Sequence[str],
+        sources: Sequence[str],
+    ) -> TurnResult | None:
+        """Answer through HA's intent recognizer, or None for the model."""
+        if self.fast_path is None or not takes_fast_path(
+            images=images, sources=sources, may_act=speaker.may_act
+        ):
+            return None
+        ctx = fast_context(
+            self.hass,
+            database=self.database,
+            policy=self.policy,
+            conversation_key=conversation_key,
+            speaker=speaker,
+            texts=texts,
+        )
+        answer = await self.fast_path.async_answer(text, texts.language, ctx)
+        if answer is None:
+            return None
+        return await async_record_fast_turn(
+            self.graph,
+            self.history,
+            conversation_key=conversation_key,
+            session=session,
+            text=text,
+            speaker=speaker,
+            answer=answer,
         )
 
     async def _async_model_loading(self) -> bool:

@@ -27,9 +27,8 @@ from homeassistant.helpers.selector import (
     TextSelectorConfig,
     TextSelectorType,
 )
-from yarl import URL
 
-from .backends import OllamaBackend, OpenAIBackend, entry_url, normalize_base_url
+from .backends import OllamaBackend, OpenAIBackend, normalize_base_url
 from .const import (
     CONF_ADMIN_USER_IDS,
     CONF_ALLOWED_SCRIPTS,
@@ -41,6 +40,8 @@ from .const import (
     CONF_CONFIRM_SERVICES,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
+    CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NUM_CTX,
@@ -56,6 +57,8 @@ from .const import (
     CONF_WEB_SEARCH,
     DEFAULT_BASE_URL,
     DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_FAST_PATH,
+    DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
@@ -90,6 +93,7 @@ from .model_server import (
     ServerModel,
     async_is_private_url,
 )
+from .naming import DEVICE_NAME, assistant_name, generated_title
 from .ollama_api import (
     CAPABILITY_COMPLETION,
     CAPABILITY_EMBEDDING,
@@ -204,6 +208,8 @@ OPTIONS_SCHEMA = vol.Schema(
         ),
         vol.Required(CONF_WARM_CACHE, default=DEFAULT_WARM_CACHE): BooleanSelector(),
         vol.Required(CONF_WEB_SEARCH, default=DEFAULT_WEB_SEARCH): BooleanSelector(),
+        vol.Required(CONF_HA_TOOLS, default=DEFAULT_HA_TOOLS): BooleanSelector(),
+        vol.Required(CONF_FAST_PATH, default=DEFAULT_FAST_PATH): BooleanSelector(),
         vol.Optional(CONF_ALLOWED_USER_IDS): TextSelector(
             TextSelectorConfig(type=TextSelectorType.TEXT, multiple=True)
         ),
@@ -375,17 +381,14 @@ def default_options() -> dict[str, Any]:
         CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
         CONF_WARM_CACHE: DEFAULT_WARM_CACHE,
         CONF_WEB_SEARCH: DEFAULT_WEB_SEARCH,
+        CONF_HA_TOOLS: DEFAULT_HA_TOOLS,
+        CONF_FAST_PATH: DEFAULT_FAST_PATH,
         CONF_ALLOWED_USER_IDS: [],
         CONF_USER_MAPPING: {},
         CONF_STT_ENGINE: "",
         CONF_VOICE_REPLIES: DEFAULT_VOICE_REPLIES,
         CONF_VISION_MODEL: "",
     }
-
-
-def _entry_title(data: Mapping[str, Any]) -> str:
-    """Return the entry title for entry data: the model and the server's host."""
-    return f"{data[CONF_MODEL]} on {URL(entry_url(data)).host}"
 
 
 def _parse_user_ids(values: list[str]) -> list[int]:
@@ -614,7 +617,7 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
             errors=errors,
             description_placeholders={
                 "url": url_without_credentials(url),
-                "title": entry.title,
+                "name": assistant_name(self.hass, entry.entry_id),
             },
         )
 
@@ -819,15 +822,14 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
         if embedding_model:
             data[CONF_EMBEDDING_MODEL] = embedding_model
         if self.source != SOURCE_RECONFIGURE:
+            # Titled as its device is named: one name in every screen.
             return self.async_create_entry(
-                title=_entry_title(data), data=data, options=default_options()
+                title=DEVICE_NAME, data=data, options=default_options()
             )
         entry = self._get_reconfigure_entry()
-        # Keep a title the user chose; replace the one we generated.
+        # Keep a title the user chose; replace one generated from the model.
         title = (
-            _entry_title(data)
-            if entry.title == _entry_title(entry.data)
-            else entry.title
+            DEVICE_NAME if entry.title == generated_title(entry.data) else entry.title
         )
         return self.async_update_reload_and_abort(
             entry,
@@ -883,7 +885,7 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 if allowed:
                     return await self.async_step_user_mapping()
                 self._options[CONF_USER_MAPPING] = {}
-                return self._async_save()
+                return await self._async_save()
             suggested: Mapping[str, Any] = user_input
         else:
             suggested = {
@@ -906,16 +908,12 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
             errors=errors,
         )
 
-    @callback
-    def _async_save(self) -> ConfigFlowResult:
+    async def _async_save(self) -> ConfigFlowResult:
         """Store the options, warning in Repairs if the permissions are unsafe."""
         # Raised here as well as at setup, so the warning appears even while the
         # entry cannot start (Ollama down).
-        async_update_policy_issue(
-            self.hass,
-            self.config_entry.entry_id,
-            self.config_entry.title,
-            self._options,
+        await async_update_policy_issue(
+            self.hass, self.config_entry.entry_id, self._options
         )
         return self.async_create_entry(data=self._options)
 
@@ -940,7 +938,7 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 for label, user_id in user_input.items()
                 if user_id and label in people
             }
-            return self._async_save()
+            return await self._async_save()
         users = [
             SelectOptionDict(value=user.id, label=user.name or user.id)
             for user in await self.hass.auth.async_get_users()

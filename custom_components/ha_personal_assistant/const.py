@@ -46,6 +46,12 @@ CONF_REQUEST_TIMEOUT: Final = "request_timeout"
 DEFAULT_REQUEST_TIMEOUT: Final = 120  # seconds for one model round trip
 CONF_WEB_SEARCH: Final = "web_search"
 DEFAULT_WEB_SEARCH: Final = True
+# Home Assistant's Assist tools (timers, to-do, calendar, broadcast) in our agent.
+CONF_HA_TOOLS: Final = "ha_tools"
+DEFAULT_HA_TOOLS: Final = False
+# HA's intent recognizer answers known commands first (agent/fast_path.py).
+CONF_FAST_PATH: Final = "fast_path"
+DEFAULT_FAST_PATH: Final = True
 CONF_ALLOWED_USER_IDS: Final = "allowed_user_ids"
 CONF_USER_MAPPING: Final = "user_mapping"
 # Voice notes, photos and files (media.py, speech.py).

@@ -28,6 +28,7 @@ from .agent.turns import (
     with_opening,
 )
 from .security.firewall import mark_untrusted
+from .security.names import model_name
 from .security.trust import context_state
 from .tokens import MESSAGE_OVERHEAD, TokenCounter
 from .tools.ha import exposed_states
@@ -307,9 +308,13 @@ def _strings(values: Iterable[object]) -> list[str]:
     return [value for value in values if isinstance(value, str) and value]
 
 
-# What an entity's keywords depend on: its name and registry entries.
+# What an entity's keywords depend on: its name (and the name the model may
+# read: a device-chosen one is replaced, security/names.py) and registry entries.
 type _Signature = tuple[
-    str, er.RegistryEntry | None, ar.AreaEntry | None, fr.FloorEntry | None
+    tuple[str, str],
+    er.RegistryEntry | None,
+    ar.AreaEntry | None,
+    fr.FloorEntry | None,
 ]
 
 
@@ -348,7 +353,7 @@ def _signature(hass: HomeAssistant, state: State) -> _Signature:
         if area is not None and area.floor_id
         else None
     )
-    return (state.name, entry, area, floor)
+    return ((state.name, model_name(hass, state)), entry, area, floor)
 
 
 def _same(one: _Signature, other: _Signature) -> bool:
@@ -469,7 +474,9 @@ class EntityIndex:
         # A state written outside the house never enters the context block:
         # a placeholder says how to read it (get_state fences and taints).
         value = shown_state(state)
-        text = f"{state.entity_id} | {state.name} | {value}"
+        # A name the device chose never enters the context either.
+        name = self._entities[state.entity_id][0][0][1]
+        text = f"{state.entity_id} | {_one_line(name)} | {value}"
         if area_label:
             text += f" | {area_label}"
         always = state.domain in ALWAYS_ON_DOMAINS or (
@@ -488,7 +495,7 @@ class EntityIndex:
         if self._catalogue is None:
             lines = []
             for entity_id in sorted(self._entities):
-                (name, *_rest), _keywords, area = self._entities[entity_id]
+                ((_name, name), *_rest), _keywords, area = self._entities[entity_id]
                 line = f"{entity_id} | {_one_line(name)}"
                 if area:
                     line += f" | {_one_line(area)}"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from typing import TYPE_CHECKING, Final, Literal, override
@@ -12,13 +11,13 @@ from homeassistant.components.conversation.models import AbstractConversationAge
 from homeassistant.const import MATCH_ALL
 from homeassistant.helpers import intent
 
+from .agent.chat_log import ChatLogFeed, asks_question, trace_tokens
+from .agent.satellite import Satellite, satellite_of
 from .entity import PersonalAssistantEntity
 from .i18n import async_texts, pick_language
 from .models import Speaker
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator
-
     from homeassistant.core import HomeAssistant
     from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
@@ -57,35 +56,6 @@ def ask_confirmation(summary: str, reason: str | None, texts: Texts) -> str:
     if reason:
         return texts(f"{key}_tainted", summary=summary, reason=reason)
     return texts(key, summary=summary)
-
-
-async def _deltas(
-    partial: asyncio.Queue[str | None], turn: asyncio.Future[tuple[str, bool]]
-) -> AsyncGenerator[conversation.AssistantContentDeltaDict]:
-    """Turn the filtered text so far into chat-log deltas, then end on the reply.
-
-    Only whole words are streamed: a link is judged by the reply filter once
-    it is complete, so a half-written one could read differently later. When
-    the text no longer continues what was streamed (a new model call, or the
-    filter changed a word), a new message starts; the last one is the reply.
-    """
-    yield {"role": "assistant"}
-    streamed = ""
-    while (text := await partial.get()) is not None:
-        cut = max(text.rfind(" "), text.rfind("\n"))
-        words = text[: cut + 1] if cut >= 0 else ""
-        if not words.startswith(streamed):
-            yield {"role": "assistant"}
-            streamed = ""
-        if len(words) > len(streamed):
-            yield {"content": words[len(streamed) :]}
-            streamed = words
-    reply, _ = await turn
-    if streamed and not reply.startswith(streamed):
-        yield {"role": "assistant"}
-        streamed = ""
-    if rest := reply[len(streamed) :]:
-        yield {"content": rest}
 
 
 def parse_answer(text: str) -> bool | None:
@@ -146,23 +116,30 @@ class PersonalAssistantConversationEntity(
         text: str,
         speaker: Speaker,
         chat_log: conversation.ChatLog,
+        satellite: Satellite | None = None,
     ) -> tuple[str, bool]:
-        """Run a turn, streaming its text into the chat log; return the reply.
+        """Run a turn, streaming its text and tool calls into the chat log.
 
-        Also returns whether a confirmation was asked for (Assist then keeps
-        listening for the answer).
+        Returns the reply and whether a confirmation was asked for (Assist
+        then keeps listening for the answer).
         """
         data = self.entry.runtime_data
-        partial: asyncio.Queue[str | None] = asyncio.Queue()
+        feed = ChatLogFeed()
 
         async def run() -> tuple[str, bool]:
             started = time.monotonic()
             try:
                 result = await data.assistant.async_turn(
-                    key, text, speaker, on_text=partial.put_nowait
+                    key,
+                    text,
+                    speaker,
+                    on_text=feed.text,
+                    on_tool=feed.tool,
+                    satellite=satellite,
                 )
             finally:
-                partial.put_nowait(None)
+                feed.close()
+            trace_tokens(chat_log, result.tokens)
             reply, ask_again = result.reply, False
             if result.proposals:
                 texts = await async_texts(self.hass, speaker.language)
@@ -187,7 +164,7 @@ class PersonalAssistantConversationEntity(
 
         turn = self.hass.async_create_task(run(), "ha_personal_assistant assist turn")
         async for _content in chat_log.async_add_delta_content_stream(
-            self.entity_id or "", _deltas(partial, turn)
+            self.entity_id or "", feed.deltas(turn)
         ):
             pass
         return await turn
@@ -240,12 +217,21 @@ class PersonalAssistantConversationEntity(
             )
         else:
             reply, ask_again = await self._async_turn(
-                key, user_input.text, speaker, chat_log
+                key,
+                user_input.text,
+                speaker,
+                chat_log,
+                satellite_of(
+                    self.hass,
+                    user_input.device_id,
+                    user_input.satellite_id,
+                    user_input.extra_system_prompt,
+                ),
             )
         response = intent.IntentResponse(language=user_input.language)
         response.async_set_speech(reply)
         return conversation.ConversationResult(
             response=response,
             conversation_id=chat_log.conversation_id,
-            continue_conversation=ask_again,
+            continue_conversation=ask_again or asks_question(reply),
         )

@@ -21,6 +21,7 @@ from .const import (
     DOMAIN,
 )
 from .media import MAX_AUDIO_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MAX_PDF_PAGES
+from .naming import assistant_name
 from .ollama_api import url_without_credentials
 from .speech import resolve_engines
 
@@ -152,7 +153,7 @@ async def async_get_config_entry_diagnostics(
             **PACKAGE_VERSIONS,
         },
         "entry": {
-            "title": entry.title,
+            "name": assistant_name(hass, entry.entry_id),
             "data": _redact_settings(dict(entry.data)),
             "options": _redact_settings(dict(entry.options)),
         },
@@ -168,9 +169,13 @@ async def async_get_config_entry_diagnostics(
             "num_ctx": assistant.num_ctx,
         },
         "tools": list(assistant.registry.names),
-        "policy_weakened": (
-            assistant.policy.weakened() if assistant.policy is not None else []
-        ),
+        # Each as "entry: text key", e.g. "lock.unlock: weakened_confirm".
+        "policy_weakened": [
+            f"{problem.entry}: {problem.key}"
+            for problem in (
+                assistant.policy.weakened() if assistant.policy is not None else []
+            )
+        ],
         "counts": counts,
         "documents": _documents(data.documents),
         "media": _media(hass, data),

@@ -36,6 +36,7 @@ from .const import (
 )
 from .model_server import ModelServerError
 from .repairs import async_log_vector_engine
+from .security.names import model_name
 from .security.permissions import ASSISTANT
 from .store.vectors import MAINTENANCE_TIMEOUT
 from .tools.ha import exposed_states
@@ -252,7 +253,9 @@ def ha_knowledge(hass: HomeAssistant) -> dict[str, str]:  # noqa: PLR0912
         entry = registry.async_get(state.entity_id)
         area = _area_of(hass, entry)
         domain = state.domain
-        line = f"{state.name} ({state.entity_id}) is a {domain.replace('_', ' ')}"
+        # A name a device chose is not the house's knowledge (security/names.py).
+        name = model_name(hass, state)
+        line = f"{name} ({state.entity_id}) is a {domain.replace('_', ' ')}"
         if area is not None:
             described[area.id] = area
             line += f" in the area {area.name}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -111,3 +111,40 @@ class TurnResult:
     context_tokens: int = 0
     # What untrusted text was in the prompt (why a state change needs Confirm).
     taint_sources: tuple[str, ...] = ()
+    # What the model server reported for the turn's requests, summed.
+    tokens: TokenFigures | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenFigures:
+    """Tokens a turn's model requests cost, as the server reported them."""
+
+    # Prompt tokens, summed over the turn's requests.
+    prompt: int
+    # Of those, served from the server's cache (None: the server does not say).
+    cached: int | None
+    # Tokens the model wrote.
+    generated: int
+    requests: int
+
+    @classmethod
+    def from_usage(cls, usage: Sequence[Mapping[str, Any]]) -> TokenFigures | None:
+        """Sum LangChain's usage metadata of a turn's requests (None: none reported).
+
+        The cached share is the servers' ``cache_read`` (OpenAI-compatible
+        servers' ``cached_tokens``); Ollama does not report it.
+        """
+        if not usage:
+            return None
+        cached = [
+            int(details["cache_read"])
+            for item in usage
+            if isinstance(details := item.get("input_token_details"), Mapping)
+            and details.get("cache_read") is not None
+        ]
+        return cls(
+            prompt=sum(int(item.get("input_tokens") or 0) for item in usage),
+            cached=sum(cached) if cached else None,
+            generated=sum(int(item.get("output_tokens") or 0) for item in usage),
+            requests=len(usage),
+        )

@@ -25,6 +25,7 @@ from .model_server import (
     ModelServerError,
     ServerModel,
 )
+from .naming import assistant_name
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
@@ -224,7 +225,7 @@ class ServerMonitor(DataUpdateCoordinator[ModelStatus]):
             translation_placeholders={
                 "url": self.backend.where,
                 "model": self.model,
-                "title": self.entry.title,
+                "name": assistant_name(self.hass, self.entry.entry_id),
             },
         )
 

@@ -1,4 +1,4 @@
-"""Repair issues: weakened permissions, damaged files moved aside."""
+"""Repair issues: weakened permissions, damaged files, pipelines that bypass us."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from homeassistant.core import callback
 from homeassistant.helpers import issue_registry as ir
 
 from .const import DOMAIN, LOGGER
+from .i18n import async_texts
+from .local_intents import ISSUE_PREFIX as LOCAL_INTENTS_ISSUE_PREFIX
+from .naming import assistant_name
 from .security.permissions import Policy
 from .store.shared import DATA_STORAGE
 
@@ -27,16 +30,23 @@ def unsafe_permissions_issue_id(entry_id: str) -> str:
     return f"{UNSAFE_PERMISSIONS}_{entry_id}"
 
 
-@callback
-def async_update_policy_issue(
-    hass: HomeAssistant, entry_id: str, title: str, options: Mapping[str, Any]
+async def async_update_policy_issue(
+    hass: HomeAssistant, entry_id: str, options: Mapping[str, Any]
 ) -> None:
-    """Raise the repair issue for unsafe options, or clear it when they are safe."""
+    """Raise the repair issue for unsafe options, or clear it when they are safe.
+
+    The issue's text is translated by the frontend; what it lists ("lock.unlock
+    runs without confirmation") is written here, in Home Assistant's language.
+    """
     issue_id = unsafe_permissions_issue_id(entry_id)
     problems = Policy.from_options(options).weakened()
     if not problems:
         ir.async_delete_issue(hass, DOMAIN, issue_id)
         return
+    texts = await async_texts(hass)
+    settings = "; ".join(
+        texts(problem.key, entry=problem.entry) for problem in problems
+    )
     ir.async_create_issue(
         hass,
         DOMAIN,
@@ -44,14 +54,16 @@ def async_update_policy_issue(
         is_fixable=False,
         severity=ir.IssueSeverity.WARNING,
         translation_key=UNSAFE_PERMISSIONS,
-        translation_placeholders={"settings": "; ".join(problems), "title": title},
+        translation_placeholders={
+            "settings": settings,
+            "name": assistant_name(hass, entry_id),
+        },
     )
 
 
-@callback
-def async_check_policy(hass: HomeAssistant, entry: ConfigEntry) -> None:
+async def async_check_policy(hass: HomeAssistant, entry: ConfigEntry) -> None:
     """Raise or clear the unsafe-permissions issue for an entry's options."""
-    async_update_policy_issue(hass, entry.entry_id, entry.title, entry.options)
+    await async_update_policy_issue(hass, entry.entry_id, entry.options)
 
 
 @callback
@@ -142,6 +154,45 @@ class DamagedFileRepairFlow(RepairsFlow):
         return self.async_create_entry(data={})
 
 
+class LocalIntentsRepairFlow(RepairsFlow):
+    """Turn "Prefer handling commands locally" off for one pipeline."""
+
+    def __init__(self, pipeline_id: str) -> None:
+        """Remember which pipeline the issue is about."""
+        self._pipeline_id = pipeline_id
+
+    async def async_step_init(
+        self,
+        user_input: dict[str, str] | None = None,  # noqa: ARG002 - the issue's data
+    ) -> RepairsFlowResult:
+        """Start with the confirmation (HA passes the issue here, not an answer)."""
+        return await self.async_step_confirm()
+
+    async def async_step_confirm(
+        self, user_input: dict[str, str] | None = None
+    ) -> RepairsFlowResult:
+        """Say what changes; on submit, turn the setting off."""
+        # Imported here: the issue exists only once assist_pipeline is loaded.
+        from homeassistant.components.assist_pipeline import (  # noqa: PLC0415
+            PipelineNotFound,
+            async_update_pipeline,
+        )
+        from homeassistant.components.assist_pipeline.pipeline import (  # noqa: PLC0415
+            async_get_pipeline,
+        )
+
+        try:
+            pipeline = async_get_pipeline(self.hass, self._pipeline_id)
+        except PipelineNotFound:
+            return self.async_abort(reason="pipeline_removed")
+        if user_input is None:
+            return self.async_show_form(
+                step_id="confirm", description_placeholders={"pipeline": pipeline.name}
+            )
+        await async_update_pipeline(self.hass, pipeline, prefer_local_intents=False)
+        return self.async_create_entry(data={})
+
+
 async def async_create_fix_flow(
     hass: HomeAssistant,  # noqa: ARG001 - HA's signature
     issue_id: str,
@@ -150,5 +201,11 @@ async def async_create_fix_flow(
     """Return the fix flow of a fixable issue."""
     if issue_id in DAMAGED_FILE_ISSUES and data and isinstance(data.get("path"), str):
         return DamagedFileRepairFlow(data["path"])
+    if (
+        issue_id.startswith(LOCAL_INTENTS_ISSUE_PREFIX)
+        and data
+        and isinstance(data.get("pipeline_id"), str)
+    ):
+        return LocalIntentsRepairFlow(data["pipeline_id"])
     msg = f"No fix flow for {issue_id}"
     raise ValueError(msg)

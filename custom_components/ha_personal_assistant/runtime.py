@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
 
+from .agent.fast_path import FastPath
 from .agent.graph import bind_model, build_graph
 from .agent.warmup import async_setup_warmer
 from .assistant import Assistant
@@ -19,6 +20,8 @@ from .const import (
     CONF_ALLOWED_USER_IDS,
     CONF_CONFIRMATION_TIMEOUT,
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
+    CONF_HA_TOOLS,
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NUM_CTX,
@@ -32,6 +35,8 @@ from .const import (
     CONF_WARM_CACHE,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
+    DEFAULT_FAST_PATH,
+    DEFAULT_HA_TOOLS,
     DEFAULT_KEEP_ALIVE,
     DEFAULT_NUM_CTX,
     DEFAULT_NUM_PREDICT,
@@ -58,6 +63,7 @@ from .store.vectors import VectorStore
 from .tasks.manager import TaskManager
 from .tasks.tools import task_tools
 from .telegram import TelegramGateway
+from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
 from .tools.history import HISTORY_TOOLS
@@ -103,7 +109,7 @@ def _bound_models(
     the same model, settings and tools (the same cached prefix on the server)
     with a smaller output cap; the prefix warm-up with a cap of one token.
     """
-    settings = _chat_settings(options)
+    settings = chat_settings(options)
     name = entry.data[CONF_MODEL]
     chat = backend.build_chat_model(name, settings)
     background = backend.build_chat_model(
@@ -117,7 +123,7 @@ def _bound_models(
     )
 
 
-def _chat_settings(options: dict[str, Any]) -> ChatSettings:
+def chat_settings(options: dict[str, Any]) -> ChatSettings:
     """Return how every chat request is made, from the entry's options."""
     return ChatSettings(
         num_ctx=int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX)),
@@ -140,7 +146,7 @@ def _vision_models(
     message (Ollama's ``images``, OpenAI's ``image_url`` data URLs).
     """
     model = backend.build_chat_model(
-        str(options[CONF_VISION_MODEL]), _chat_settings(options)
+        str(options[CONF_VISION_MODEL]), chat_settings(options)
     )
     return bind_model(model, schemas), model
 
@@ -219,6 +225,9 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
             *task_tools(tasks),
+            # Last, sorted, fixed schemas: switching them on changes the
+            # cached prefix once.
+            *(ha_tools() if options.get(CONF_HA_TOOLS, DEFAULT_HA_TOOLS) else ()),
         ],
         disabled=disabled,
     )
@@ -245,6 +254,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         scheduler=storage.scheduler,
     )
     assistant.background_model = bound_background
+    if bool(options.get(CONF_FAST_PATH, DEFAULT_FAST_PATH)):
+        assistant.fast_path = FastPath(hass, registry, policy)
     media = await _async_setup_media(
         hass, entry, storage, assistant, registry.schemas()
     )
@@ -258,6 +269,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         ),
         policy=policy,
     )
+    # A confirmed timer action runs HA's timer tool on the satellite.
+    confirmations.internal.update(timer_runners(hass))
     # Settle what a restart interrupted before anything new can be decided.
     await confirmations.async_recover()
     gateway = TelegramGateway(

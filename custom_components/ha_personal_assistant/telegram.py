@@ -79,10 +79,13 @@ from .tasks.chat import (
     async_cancel_press,
     async_listing,
 )
+from .telegram_origin import Origin, OriginLog
 from .telegram_watch import (
+    RAW_HANDLER_GROUP,
     TELEGRAM_DOMAIN,
     EarlyUpdates,
     SignalWatch,
+    bot_application,
     bot_signal,
 )
 from .tools.registry import ToolError
@@ -174,7 +177,7 @@ AUDIT_WORDS: Final = frozenset(
 )
 # The python-telegram-bot handler group that learns each sender's language:
 # below telegram_bot's own (0), so it runs before the update's event is fired.
-LANGUAGE_HANDLER_GROUP: Final = -1
+LANGUAGE_HANDLER_GROUP: Final = RAW_HANDLER_GROUP
 # Streaming replies: the first partial text after about a second, then drafts
 # at most once a second (private chats) or edits at most every 3 s (groups,
 # where drafts do not exist and each edit counts against the rate limit).
@@ -210,6 +213,27 @@ class Incoming:
     language: str | None = None
     # A voice note, photo or file sent with the message (its caption is text).
     attachment: Attachment | None = None
+    # Whose words the message carries (telegram_origin.py), read from the raw
+    # update; a message whose update was not seen is UNCHECKED.
+    origin: Origin = Origin.UNCHECKED
+
+    @property
+    def own_words(self) -> bool:
+        """Tell whether the text is the sender's own words.
+
+        Typed, spoken in a voice note, or a caption the sender wrote; not
+        forwarded, written by an inline bot, answering someone else's
+        message, or of an origin that could not be checked. Anything else
+        is outside text: it never takes a shortcut past the model's taint
+        rule (state changes wait for Confirm, memory is not written).
+        """
+        return self.origin is Origin.OWN
+
+    @property
+    def outside_sources(self) -> tuple[str, ...]:
+        """Return the taint sources the message's own text brings (none: own words)."""
+        source = self.origin.source
+        return () if source is None else (source,)
 
     @property
     def key(self) -> str:
@@ -576,6 +600,8 @@ class TelegramGateway:
         # bots' applications that report it (telegram_bot entry id -> the
         # application and our handler in it).
         self._languages: dict[int, str] = {}
+        # Whose words each message carries, from the same raw updates.
+        self.origins = OriginLog()
         self._language_handlers: dict[str, tuple[Any, TypeHandler[Any, Any, Any]]] = {}
         # Updates telegram_bot reported on the bus but not through the signal.
         self.signal_watch = SignalWatch(hass, EVENT_TYPES, self._bots.keys)
@@ -594,7 +620,7 @@ class TelegramGateway:
         )
 
     async def async_start(self, early: EarlyUpdates | None = None) -> None:
-        """Listen for telegram_bot's events, unless another entry already does.
+        """Listen for telegram_bot's events, unless an older entry already does.
 
         The messages a stop left unanswered are taken first: a message that
         comes in at once (Telegram delivers what was sent while Home
@@ -605,10 +631,12 @@ class TelegramGateway:
         if not async_claim_telegram(self.hass, self.entry.entry_id):
             if early is not None:
                 early.async_stop()
+            # Only entries made before single_config_entry can be two.
             LOGGER.warning(
-                "Another Personal Assistant entry already answers Telegram; "
-                "%s stays silent there",
-                self.entry.title,
+                "More than one Personal Assistant entry exists (made by an older "
+                "version, which allowed that); entry %s does not answer Telegram. "
+                "Delete the one you do not use",
+                self.entry.entry_id,
             )
             return
         self._unsubs.append(
@@ -627,6 +655,7 @@ class TelegramGateway:
         if early is not None:
             # No await since the bots were followed: every update is either
             # in ``early`` or comes to the gateway itself, never both.
+            self.origins.absorb(early.origins)
             for bot_entry_id, event_type, data in early.async_stop():
                 self._async_on_update(bot_entry_id, event_type, data)
         self._unsubs.append(self.signal_watch.async_start())
@@ -671,24 +700,25 @@ class TelegramGateway:
 
     @callback
     def _async_watch_languages(self, bot_entry: ConfigEntry[Any]) -> None:
-        """Learn each sender's Telegram language_code from the bot's updates.
+        """Learn each sender's language_code and each message's origin.
 
-        telegram_bot's events leave the language out, but the update it came
-        in has it. The bot's python-telegram-bot application (polling and
-        webhooks; a broadcast bot receives nothing) runs a handler of a lower
-        group before telegram_bot's own, which sends the update to us. If
+        telegram_bot's events leave the language out, and where the text came
+        from (telegram_origin.py), but the update it came in has both. The
+        bot's python-telegram-bot application (polling and webhooks; a
+        broadcast bot receives nothing) runs a handler of a lower group
+        before telegram_bot's own, which sends the update to us. If
         telegram_bot changes inside, the texts fall back to HA's language.
         """
-        service = getattr(bot_entry, "runtime_data", None)
-        application = getattr(getattr(service, "app", None), "application", None)
+        application = bot_application(bot_entry)
         watched = self._language_handlers.get(bot_entry.entry_id)
         if application is None:
             if bot_entry.data.get("platform") != "broadcast":
                 # Polling and webhook bots have one: telegram_bot has changed.
                 LOGGER.warning(
-                    "Cannot read the Telegram users' languages from bot %s "
-                    "(telegram_bot has changed); replies use Home Assistant's "
-                    "language. Update this integration",
+                    "Cannot read the Telegram users' languages from bot %s, "
+                    "nor whose words its messages carry (telegram_bot has "
+                    "changed); replies use Home Assistant's language and every "
+                    "state change waits for Confirm. Update this integration",
                     bot_entry.title,
                 )
             return
@@ -711,8 +741,13 @@ class TelegramGateway:
         with suppress(Exception):
             application.remove_handler(handler, group=LANGUAGE_HANDLER_GROUP)
 
-    async def _note_language(self, update: object, _context: object) -> None:
-        """Remember the sender's language_code; the update goes on unchanged."""
+    async def _note_language(self, update: object, context: object) -> None:
+        """Remember the sender's language_code and the message's origin.
+
+        The update goes on unchanged.
+        """
+        bot_id = getattr(getattr(context, "bot", None), "id", None)
+        self.origins.note_update(update, bot_id if isinstance(bot_id, int) else None)
         user = getattr(update, "effective_user", None)
         code = getattr(user, "language_code", None)
         if isinstance(code, str) and code and isinstance(user_id := user.id, int):  # type: ignore[union-attr]
@@ -779,6 +814,11 @@ class TelegramGateway:
             return
         if language := self._languages.get(incoming.user_id):
             incoming = replace(incoming, language=language)
+        if incoming.callback_id is None:
+            incoming = replace(
+                incoming,
+                origin=self.origins.take(incoming.chat_id, incoming.message_id),
+            )
         if self.allowed_user_ids and incoming.user_id not in self.allowed_user_ids:
             LOGGER.debug(
                 "Ignoring Telegram user %s: not in the allowed list", incoming.user_id
@@ -900,7 +940,9 @@ class TelegramGateway:
                 speaker,
                 on_text=on_text,
                 images=turn.images,
-                sources=turn.sources,
+                # Someone else's words (a forward, a quoted reply) are outside
+                # text, whichever way they came: typed, heard or a caption.
+                sources=(*turn.sources, *incoming.outside_sources),
                 model=turn.model,
             )
         except BaseException:
@@ -1504,7 +1546,11 @@ class TelegramGateway:
     async def _async_command(self, incoming: Incoming) -> None:
         command = incoming.command
         texts = await self._async_texts(incoming)
-        if command in ("/help", "/start"):
+        if incoming.origin in {Origin.FORWARDED, Origin.VIA_BOT}:
+            # Someone else wrote the command (a forwarded "/confirm" or
+            # "/forget"): never obeyed. A reply's command is the sender's own.
+            reply = texts("forwarded_command")
+        elif command in ("/help", "/start"):
             reply = texts("help")
         elif command == "/new":
             await self.assistant.async_new_session(incoming.key)

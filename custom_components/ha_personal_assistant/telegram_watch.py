@@ -16,14 +16,18 @@ and no real update in between); it never reaches the assistant.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.const import __version__ as ha_version
 from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
+from telegram import Update
+from telegram.ext import TypeHandler
 
 from .const import DOMAIN, LOGGER
+from .telegram_origin import OriginLog
 
 if TYPE_CHECKING:
     import asyncio
@@ -45,6 +49,10 @@ ISSUE_TRACKER: Final = (
     "https://github.com/ha-personal-assistant/ha_personal_assistant/issues"
 )
 
+# The python-telegram-bot handler group that reads raw updates: below
+# telegram_bot's own (0), so it runs before the update's event is fired.
+RAW_HANDLER_GROUP: Final = -1
+
 type UpdateKey = tuple[str, object, object, object]
 # (telegram_bot entry id, event type, event data) as the signal carried it.
 type EarlyUpdate = tuple[str, str, Mapping[str, Any]]
@@ -61,6 +69,16 @@ def bot_signal(bot_entry: ConfigEntry[Any]) -> str | None:
     if not isinstance(token, str) or not token.partition(":")[0].isdigit():
         return None
     return f"{SIGNAL_UPDATE_EVENT}_{token.partition(':')[0]}"
+
+
+def bot_application(bot_entry: ConfigEntry[Any]) -> Any:
+    """Return a telegram_bot entry's python-telegram-bot application, if any.
+
+    Polling and webhook bots have one; a broadcast bot receives nothing.
+    Internal to telegram_bot: None when it is not where it was.
+    """
+    service = getattr(bot_entry, "runtime_data", None)
+    return getattr(getattr(service, "app", None), "application", None)
 
 
 class EarlyUpdates:
@@ -80,6 +98,8 @@ class EarlyUpdates:
         self._updates: list[EarlyUpdate] = []
         self._unsubs: list[CALLBACK_TYPE] = []
         self._dropped = 0
+        # Whose words each kept message carries (telegram_origin.py).
+        self.origins = OriginLog()
 
     @callback
     def async_start(self) -> None:
@@ -99,6 +119,33 @@ class EarlyUpdates:
                 self._updates.append((entry_id, event_type, data))
 
             self._unsubs.append(async_dispatcher_connect(self.hass, name, _on_update))
+            self._async_read_origins(bot_entry)
+
+    @callback
+    def _async_read_origins(self, bot_entry: ConfigEntry[Any]) -> None:
+        """Note each kept message's origin from the bot's raw updates."""
+        if (application := bot_application(bot_entry)) is None:
+            return
+
+        async def _note(update: object, context: object) -> None:
+            bot_id = getattr(getattr(context, "bot", None), "id", None)
+            self.origins.note_update(
+                update, bot_id if isinstance(bot_id, int) else None
+            )
+
+        handler: TypeHandler[Any, Any, Any] = TypeHandler(Update, _note)
+        try:
+            application.add_handler(handler, group=RAW_HANDLER_GROUP)
+        except Exception as err:  # noqa: BLE001 - kept messages are then UNCHECKED
+            LOGGER.debug("Cannot read the origin of Telegram messages: %s", err)
+            return
+
+        @callback
+        def _remove() -> None:
+            with suppress(Exception):
+                application.remove_handler(handler, group=RAW_HANDLER_GROUP)
+
+        self._unsubs.append(_remove)
 
     @callback
     def async_discard(self) -> None:

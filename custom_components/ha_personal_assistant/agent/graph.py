@@ -55,12 +55,14 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import ToolCall
+    from langchain_core.messages.ai import UsageMetadata
     from langchain_core.runnables import Runnable
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
     from ..context import ContextAssembler, Prepared
-    from ..tools.registry import ToolContext, ToolRegistry
+    from ..tools.registry import ToolContext, ToolOutcome, ToolRegistry
 
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
 # A reasoning block still open at the end.
@@ -119,6 +121,10 @@ class TurnRuntime:
     # Photos (base64 JPEG) sent with this turn's message to a vision model:
     # in the requests of this turn only, never in the checkpointed history.
     images: tuple[str, ...] = ()
+    # Told of every tool call and its outcome, as it finishes (Assist's chat log).
+    on_tool: Callable[[ToolCall, ToolOutcome], None] | None = None
+    # What the server reported of each request (LangChain's usage metadata).
+    usage: list[UsageMetadata] = field(default_factory=list)
 
 
 def new_turn_id() -> str:
@@ -377,7 +383,7 @@ async def prepare(state: AgentState, runtime: Runtime[TurnRuntime]) -> dict[str,
     }
 
 
-async def call_model(  # noqa: PLR0911 - one return per outcome
+async def call_model(  # noqa: PLR0911, PLR0912 - one return per outcome
     state: AgentState, runtime: Runtime[TurnRuntime]
 ) -> dict[str, Any]:
     """Ask the model for the next step and check what it wrote."""
@@ -424,6 +430,8 @@ async def call_model(  # noqa: PLR0911 - one return per outcome
         # Written while untrusted text was in the prompt: the answer (or the
         # tool call) carries that taint for as long as it stays in the history.
         mark_message(response, turn.tools.taint_sources)
+    if response.usage_metadata:
+        turn.usage.append(response.usage_metadata)
     if turn.assembler is not None and response.usage_metadata:
         # Ollama's prompt_eval_count: the real size of what was just sent.
         turn.assembler.counter.observe(
@@ -470,6 +478,8 @@ async def call_tools(
             turn.tools, tool_call["name"], tool_call["args"]
         )
         malformed = malformed or outcome.malformed
+        if turn.on_tool is not None:
+            turn.on_tool(tool_call, outcome)
         results.append(
             mark_message(
                 ToolMessage(

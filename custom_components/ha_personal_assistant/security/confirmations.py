@@ -23,13 +23,22 @@ from typing import TYPE_CHECKING, Final
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.helpers.translation import async_get_translations
 
+from ..agent.satellite import EXTRA_PROMPT_SOURCE
 from ..const import DOMAIN, LOGGER
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
+from ..telegram_origin import (
+    FORWARDED_SOURCE,
+    QUOTED_SOURCE,
+    UNCHECKED_SOURCE,
+    VIA_BOT_SOURCE,
+)
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
+from .names import model_name
 from .people import NOT_KNOWN_SOURCE
 from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
+from .service_fields import KnownFields, async_known_fields
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -68,6 +77,10 @@ VERBS: Final = {
 TASK_VERBS: Final = {
     (DOMAIN, "create_task"): "verb_task_create",
     (DOMAIN, "cancel_task"): "verb_task_cancel",
+    # HA's timers on a voice satellite (tools/assist_api.py): the device's
+    # name as "task", the duration and name as "summary".
+    (DOMAIN, "start_timer"): "verb_timer_start",
+    (DOMAIN, "cancel_timer"): "verb_timer_cancel",
 }
 # The same for a service of any domain.
 SERVICE_VERBS: Final = {
@@ -86,6 +99,11 @@ _SOURCE_KEYS: Final = {
     "a web search": "source_web",
     "the household's documents": "source_documents",
     NOT_KNOWN_SOURCE: "source_not_known",
+    EXTRA_PROMPT_SOURCE: "source_extra_prompt",
+    FORWARDED_SOURCE: "source_forwarded",
+    VIA_BOT_SOURCE: "source_via_bot",
+    QUOTED_SOURCE: "source_quoted",
+    UNCHECKED_SOURCE: "source_unchecked",
 }
 _ENTITY_TEXT: Final = re.compile(r"text of ([a-z0-9_]+\.[a-z0-9_]+)")
 _TOOL_RESULTS: Final = re.compile(r"([a-z_]+) results")
@@ -222,10 +240,21 @@ def describe_value(key: str, value: object, texts: Texts) -> str:
     return one_line(text, MAX_VALUE_CHARS)
 
 
-def entity_label(hass: HomeAssistant, entity_id: str) -> str:
-    """Name an entity as HA names it, on one bounded line, with its id."""
+def entity_label(
+    hass: HomeAssistant, entity_id: str, *, for_model: bool = False
+) -> str:
+    """Name an entity as HA names it, on one bounded line, with its id.
+
+    ``for_model``: the text goes to the model, which never reads a name a
+    device chose (security/names.py).
+    """
     state = hass.states.get(entity_id)
-    name = one_line(state.name, MAX_NAME_CHARS) if state is not None else ""
+    if state is None:
+        name = ""
+    else:
+        name = one_line(
+            model_name(hass, state) if for_model else state.name, MAX_NAME_CHARS
+        )
     return f"{name} ({entity_id})" if name else entity_id
 
 
@@ -250,11 +279,14 @@ def _scene_effects(hass: HomeAssistant, scene_id: str, texts: Texts) -> list[str
     return lines
 
 
-def describe_call(
+def describe_call(  # noqa: PLR0913 - the call and how it is rendered
     hass: HomeAssistant,
     call: ResolvedCall,
     texts: Texts,
     service_names: Mapping[str, str] | None = None,
+    known_fields: KnownFields | None = None,
+    *,
+    for_model: bool = False,
 ) -> str:
     """Describe a resolved call from the entities it touches, never from model prose.
 
@@ -263,6 +295,9 @@ def describe_call(
     and, for a scene, one line per entity it sets. ``service_names`` holds
     Home Assistant's names of the services in the reader's language (the
     ``services`` translations), for the actions without a verb of our own.
+    Only the data keys ``known_fields`` lists for the service (its
+    description's fields, service_fields.py) are shown; the others are
+    counted, none of their text shown (the model wrote the keys too).
     """
     if (task_key := TASK_VERBS.get((call.domain, call.service))) is not None:
         return texts(
@@ -270,7 +305,10 @@ def describe_call(
             task=call.data.get("task"),
             summary=one_line(call.data.get("summary"), MAX_TASK_CHARS),
         )
-    names = [entity_label(hass, e) for e in call.entity_ids[:MAX_ENTITIES_SHOWN]]
+    names = [
+        entity_label(hass, e, for_model=for_model)
+        for e in call.entity_ids[:MAX_ENTITIES_SHOWN]
+    ]
     if len(call.entity_ids) > MAX_ENTITIES_SHOWN:
         names.append(texts("and_more", count=len(call.entity_ids) - MAX_ENTITIES_SHOWN))
     listed = ", ".join(names)
@@ -289,16 +327,23 @@ def describe_call(
         # A service without a name in any language: its id.
         head = f"{call.service.replace('_', ' ').capitalize()} {listed}".rstrip()
     lines = [head]
+    known = (known_fields or {}).get((call.domain, call.service), frozenset())
+    data = {k: v for k, v in call.data.items() if k != ATTR_ENTITY_ID}
     details = sorted(
-        ((str(k), v) for k, v in call.data.items() if k != ATTR_ENTITY_ID),
+        ((k, v) for k, v in data.items() if isinstance(k, str) and k in known),
         key=lambda item: item[0],
     )
+    others = len(data) - len(details)
     lines.extend(
         f"{_key_text(key)}: {describe_value(key, value, texts)}"
         for key, value in details[:MAX_VALUES_SHOWN]
     )
     if len(details) > MAX_VALUES_SHOWN:
         lines.append(texts("more_values", count=len(details) - MAX_VALUES_SHOWN))
+    if others:
+        lines.append(
+            texts("other_field") if others == 1 else texts("other_fields", count=others)
+        )
     if (call.domain, call.service) == ("scene", "turn_on"):
         for scene_id in call.entity_ids[:MAX_ENTITIES_SHOWN]:
             lines.extend(_scene_effects(hass, scene_id, texts))
@@ -310,10 +355,11 @@ def summarize(
     calls: Sequence[ResolvedCall],
     texts: Texts,
     service_names: Mapping[str, str] | None = None,
+    known_fields: KnownFields | None = None,
 ) -> str:
     """Describe every call of a pending action, one per line when several."""
     lines = [
-        describe_call(hass, call, texts, service_names)
+        describe_call(hass, call, texts, service_names, known_fields)
         for call in calls[:MAX_CALLS_SHOWN]
     ]
     if len(calls) > MAX_CALLS_SHOWN:
@@ -333,7 +379,7 @@ async def async_summarize(
     except Exception as err:  # noqa: BLE001 - the service ids still name them
         LOGGER.debug("No service names in %s: %s", texts.language, err)
         names = {}
-    return summarize(hass, calls, texts, names)
+    return summarize(hass, calls, texts, names, await async_known_fields(hass, calls))
 
 
 def source_label(source: str, texts: Texts) -> str:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from ..tools.registry import ToolContext
 
+# What replaces a link in English; replies use the translated "link_removed".
 LINK_REMOVED: Final = "[link removed]"
 _TLDS: Final = (
     "com|net|org|info|biz|io|co|ai|app|dev|me|ly|to|gg|xyz|top|site|online|link|"
@@ -63,11 +64,12 @@ def remember_urls(ctx: ToolContext, urls: Iterable[str]) -> None:
     ctx.allowed_urls.update(u for u in urls if u)
 
 
-def filter_reply(text: str, allowed: Iterable[str]) -> str:
+def filter_reply(text: str, allowed: Iterable[str], removed: str = LINK_REMOVED) -> str:
     """Replace every link not in ``allowed``; drop copied datamarks and fences.
 
     A full URL must match an allowed one exactly (scheme, www. and a final
-    slash aside); a bare domain must be the host of an allowed URL.
+    slash aside); a bare domain must be the host of an allowed URL. A removed
+    link becomes ``removed`` (the reader's "[link removed]").
     """
     allowed = list(allowed)
     keys = {_key(u) for u in allowed}
@@ -83,6 +85,6 @@ def filter_reply(text: str, allowed: Iterable[str]) -> str:
             return raw
         if _key(link) in keys or (bare and "/" not in link and _host(link) in hosts):
             return raw
-        return LINK_REMOVED + tail
+        return removed + tail
 
     return _LINK.sub(replace, _FENCE.sub("", unmark(text)))

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, NoReturn
 
 from homeassistant.components.automation import automations_with_entity
 from homeassistant.components.homeassistant.exposed_entities import (
@@ -354,21 +354,17 @@ class Policy:
         """Tell whether an entry asks confirmation for the service, on some target."""
         return domain in self.confirm or f"{domain}.{service}" in self.confirm
 
-    def weakened(self) -> list[str]:
-        """Describe, in English, where this policy is less safe than the defaults."""
-        problems: list[str] = []
+    def weakened(self) -> list[Weakening]:
+        """Return where this policy is less safe than the defaults."""
+        problems: list[Weakening] = []
         for entry in CRITICAL_CONFIRMATIONS:
             domain, _, service = entry.partition(".")
             if self.needs_confirmation(domain, service) or self.is_blocked(
                 domain, service
             ):
                 continue
-            if entry in ENTRANCE_SERVICES:
-                problems.append(
-                    f"{entry} opens garage doors, gates and doors without confirmation"
-                )
-            else:
-                problems.append(f"{entry} runs without confirmation")
+            key = WEAKENED_ENTRANCE if entry in ENTRANCE_SERVICES else WEAKENED_CONFIRM
+            problems.append(Weakening(key, entry))
         # Only turn_on, turn_off and toggle of homeassistant ever run, judged
         # per domain, whatever the entry says: dropping it changes nothing.
         for entry in sorted(DEFAULT_BLOCKED_SERVICES - {HOMEASSISTANT}):
@@ -377,9 +373,24 @@ class Policy:
                 continue
             if not service and domain in self.blocked:
                 continue
-            problems.append(f"{entry} is no longer blocked")
+            problems.append(Weakening(WEAKENED_UNBLOCKED, entry))
         return problems
 
+
+class Weakening(NamedTuple):
+    """One way a policy is less safe than the defaults, for the repair issue."""
+
+    # The text's key in the translations' exceptions: WEAKENED_*.
+    key: str
+    # The domain or domain.service entry it is about.
+    entry: str
+
+
+# "{entry} runs without confirmation", "... opens garage doors, gates and
+# doors without confirmation", "{entry} is no longer blocked".
+WEAKENED_CONFIRM: Final = "weakened_confirm"
+WEAKENED_ENTRANCE: Final = "weakened_entrance"
+WEAKENED_UNBLOCKED: Final = "weakened_unblocked"
 
 DEFAULT_POLICY: Final = Policy()
 

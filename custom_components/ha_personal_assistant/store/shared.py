@@ -57,12 +57,12 @@ class _Holder:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     storage: SharedStorage | None = None
     users: int = 0
-    # The entry that answers Telegram: with two entries (two Ollama servers)
-    # every message would otherwise be answered twice.
+    # The entry that answers Telegram. One entry is allowed, but entries made
+    # by older versions can be two: each message would then be answered twice.
     telegram_owner: str | None = None
 
 
-# Two entries (two Ollama servers) must not open the same SQLite file twice:
+# Entries (one now; older versions allowed more) never open a SQLite file twice:
 # the saver keeps one connection per file, so it is shared and ref-counted.
 DATA_STORAGE: HassKey[_Holder] = HassKey(f"{DOMAIN}_storage")
 

@@ -110,16 +110,28 @@ def action_call(action: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
 
 
 def action_text(
-    hass: HomeAssistant, action: dict[str, Any] | None, texts: Texts
+    hass: HomeAssistant,
+    action: dict[str, Any] | None,
+    texts: Texts,
+    *,
+    for_model: bool = False,
 ) -> str | None:
-    """Describe an action on one line, from HA's names (hidden ones not named)."""
+    """Describe an action on one line, from HA's names (hidden ones not named).
+
+    ``for_model``: names a device chose are left out (security/names.py).
+    """
     if not action:
         return None
     domain, service, data = action_call(action)
     entities = tuple(data.pop(ATTR_ENTITY_ID, []))
     if any(not is_visible(hass, entity_id) for entity_id in entities):
         return texts("task_action_gone", service=service.replace("_", " "))
-    first = describe_call(hass, ResolvedCall(domain, service, entities, data), texts)
+    first = describe_call(
+        hass,
+        ResolvedCall(domain, service, entities, data),
+        texts,
+        for_model=for_model,
+    )
     return one_line(first.split("\n", 1)[0], MAX_LINE_CHARS)
 
 
@@ -130,11 +142,13 @@ def condition_text(texts: Texts, condition: Condition) -> str:
     return texts(key, value=condition.value)
 
 
-def watch_text(hass: HomeAssistant, task: Task, texts: Texts) -> str:
+def watch_text(
+    hass: HomeAssistant, task: Task, texts: Texts, *, for_model: bool = False
+) -> str:
     """Describe what a watch waits for, e.g. "Garage Door is open for 10 min"."""
     entity_id = task.entity_id or ""
     name = (
-        entity_label(hass, entity_id)
+        entity_label(hass, entity_id, for_model=for_model)
         if is_visible(hass, entity_id)
         else texts("task_gone_device")
     )
@@ -215,7 +229,7 @@ def model_view(hass: HomeAssistant, task: Task, english: Texts) -> dict[str, Any
     """Describe a task for the model (list_tasks), in ``english`` texts."""
     info: dict[str, Any] = {"task_id": task.id, "kind": task.kind}
     if task.kind == TaskKind.WATCH:
-        info["watch"] = watch_text(hass, task, english)
+        info["watch"] = watch_text(hass, task, english, for_model=True)
         if task.fire_at is not None:
             info["checks_at"] = f"{local(task.fire_at):%Y-%m-%d %H:%M}"
         if task.until is not None:
@@ -225,7 +239,7 @@ def model_view(hass: HomeAssistant, task: Task, english: Texts) -> dict[str, Any
         info["repeat"] = task.repeat
     if task.message:
         info["message"] = task.message
-    if (action := action_text(hass, task.action, english)) is not None:
+    if (action := action_text(hass, task.action, english, for_model=True)) is not None:
         info["action"] = action
     if task.status == TaskStatus.SUSPENDED:
         info["status"] = "waiting for the user's Confirm"

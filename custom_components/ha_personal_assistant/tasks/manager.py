@@ -105,7 +105,8 @@ EVENT_OUTCOMES: Final = frozenset(
 # made while outside text was in the prompt, and of a cancellation then.
 INTERNAL_CREATE: Final = (DOMAIN, "create_task")
 INTERNAL_CANCEL: Final = (DOMAIN, "cancel_task")
-# The one manager that arms and fires tasks (two entries share the database).
+# The one manager that arms and fires tasks (should entries of an older version
+# be two, they share the database).
 DATA_TASKS: HassKey[TaskManager] = HassKey(f"{DOMAIN}_tasks")
 
 NOT_YOURS: Final = (

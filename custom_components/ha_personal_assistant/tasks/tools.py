@@ -9,6 +9,7 @@ the prompt, a task (or a cancellation) waits for the person's Confirm.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
 from ..security.confirmations import TASKS_SOURCE
+from ..security.firewall import mark_untrusted_parts
 from ..security.permissions import (
     Decision,
     ResolvedCall,
@@ -26,7 +28,7 @@ from ..security.permissions import (
     evaluate_call,
     is_visible,
 )
-from ..tools.ha import CallServiceArgs
+from ..tools.ha import FENCED_VALUE, CallServiceArgs
 from ..tools.registry import ToolContext, ToolError, ToolSpec
 from .describe import (
     action_call,
@@ -91,6 +93,10 @@ class CancelTaskArgs(BaseModel):
     """Arguments of cancel_task."""
 
     task_id: int
+
+
+def _json(info: dict[str, Any]) -> str:
+    return json.dumps(info, ensure_ascii=False, separators=(",", ":"))
 
 
 def _where(ctx: ToolContext) -> tuple[str | None, int | None]:
@@ -271,16 +277,37 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
             )
         return result
 
-    async def list_tasks(ctx: ToolContext, _args: ListTasksArgs) -> dict[str, Any]:
+    async def list_tasks(
+        ctx: ToolContext, _args: ListTasksArgs
+    ) -> dict[str, Any] | str:
         """List the user's open tasks."""
         mine = tasks.current.open_tasks(ctx.person)
-        if any(task.tainted for task in mine):
-            # Their messages were written while outside text was in a prompt.
-            ctx.mark_tainted(TASKS_SOURCE)
         if not mine:
             return {"tasks": [], "note": "The user has no open tasks."}
         english = await async_texts(ctx.hass, ENGLISH)
-        return {"tasks": [model_view(ctx.hass, task, english) for task in mine]}
+        views = [model_view(ctx.hass, task, english) for task in mine]
+        outside = [
+            (view, task)
+            for view, task in zip(views, mine, strict=True)
+            if task.tainted and "message" in view
+        ]
+        if not outside:
+            return {"tasks": views}
+        # Their messages were written while outside text was in a prompt:
+        # fenced after the list, like an entity's outside text.
+        ctx.mark_tainted(TASKS_SOURCE)
+        for view, _task in outside:
+            view["message"] = FENCED_VALUE
+        block, withheld = mark_untrusted_parts(
+            [task.message or "" for _view, task in outside],
+            source=TASKS_SOURCE,
+            labels=[f"task {task.id} message" for _view, task in outside],
+        )
+        lines = [_json({"tasks": views})]
+        if withheld:
+            lines.append(f"{withheld} message(s) were withheld as unsafe.")
+        lines.append(block)
+        return "\n".join(lines)
 
     async def cancel_task(ctx: ToolContext, args: CancelTaskArgs) -> dict[str, Any]:
         """Cancel one of the user's tasks (an admin may cancel anyone's)."""

@@ -21,8 +21,10 @@ from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from pydantic import BaseModel
 
+from ..agent.satellite import with_default_area
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
 from ..security.firewall import mark_untrusted_parts
+from ..security.names import NAME_PLACEHOLDER, name_is_trusted
 from ..security.people import acting_user_id
 from ..security.permissions import (
     ASSISTANT,
@@ -105,14 +107,17 @@ def area_name(hass: HomeAssistant, entity_id: str) -> str | None:
     return area.name if area is not None else None
 
 
+# A tool's refusal of an entity that is hidden or does not exist.
+NOT_VISIBLE_REPLY: Final = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
+
+
 def _visible_state(hass: HomeAssistant, entity_id: str) -> State:
     """Return the state of an exposed entity, or refuse in words the model can use."""
     state = hass.states.get(entity_id)
     if state is None or not is_visible(hass, entity_id):
         # The same answer for both, naming nothing, so the model cannot probe
         # for hidden entities.
-        msg = f"{NOT_VISIBLE[0].upper()}{NOT_VISIBLE[1:]}."
-        raise ToolError(msg)
+        raise ToolError(NOT_VISIBLE_REPLY)
     return state
 
 
@@ -227,9 +232,17 @@ def describe(
             if outside is not None
             else STATE_PLACEHOLDER
         )
+    name = state.name
+    if not name_is_trusted(hass, state.entity_id):
+        # A name the device chose (security/names.py): outside text.
+        name = (
+            outside.add(state.entity_id, f"{state.entity_id} name", name)
+            if outside is not None
+            else NAME_PLACEHOLDER
+        )
     info: dict[str, Any] = {
         "entity_id": state.entity_id,
-        "name": state.name,
+        "name": name,
         "state": value,
     }
     if (area := area_name(hass, state.entity_id)) is not None:
@@ -369,7 +382,13 @@ async def async_run_calls(
             msg = "the user's Home Assistant account may not do this"
             raise ToolError(msg) from err
         except (HomeAssistantError, vol.Invalid, ValueError) as err:
-            msg = f"{name} failed: {err}"
+            # HA's error may quote the data's keys, which the model wrote: a
+            # key that is not a plain identifier may be prose, never shown.
+            msg = (
+                f"{name} failed: {err}"
+                if all(isinstance(k, str) and _KEY.fullmatch(k) for k in call.data)
+                else f"{name} failed: Home Assistant refused fields it does not know"
+            )
             raise ToolError(msg) from err
         hass.bus.async_fire(
             EVENT_ACTION_EXECUTED,
@@ -418,6 +437,8 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
     )
     if entity_ids:
         data[ATTR_ENTITY_ID] = list(dict.fromkeys(entity_ids))
+    # Said to a voice satellite without naming a place: the satellite's room.
+    data = with_default_area(domain, data, ctx.default_area)
     verdict = evaluate_call(hass, domain, service, data, policy=ctx.policy)
     if verdict.decision is Decision.BLOCK:
         await _audit(ctx, verdict, name, "refused")

@@ -39,6 +39,7 @@ from pydantic import BaseModel, Field
 
 from ..const import LOGGER
 from ..security.firewall import DATAMARKS, datamark, mark_untrusted_parts
+from ..security.names import model_name
 from ..security.trust import UNKNOWN_STATES, state_is_trusted
 from ..tokens import estimate_tokens
 from .ha import FENCED_VALUE, _visible_state, area_name
@@ -371,7 +372,11 @@ class _Answer:
         self.state = state
         self.now = dt_util.now()
         self.values = _Values(ctx.hass, state)
-        self.info: dict[str, Any] = {"entity_id": state.entity_id, "name": state.name}
+        # A name the device chose is left out (get_state fences it).
+        self.info: dict[str, Any] = {
+            "entity_id": state.entity_id,
+            "name": model_name(ctx.hass, state),
+        }
         if (area := area_name(ctx.hass, state.entity_id)) is not None:
             self.info["area"] = area
         self.hours = hours

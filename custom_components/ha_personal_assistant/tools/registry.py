@@ -67,6 +67,10 @@ class ToolContext:
     user_texts: list[str] = field(default_factory=list)
     # Untrusted text the running tool call returned (the registry resets it).
     call_sources: list[str] = field(default_factory=list)
+    # The Assist device that asked (a voice satellite): HA's timers run on it.
+    device_id: str | None = None
+    # Its area: the target of a call_service that names none.
+    default_area: str | None = None
 
     def mark_tainted(self, source: str) -> None:
         """Record that untrusted text from ``source`` is now in the prompt."""
