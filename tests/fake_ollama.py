@@ -24,7 +24,12 @@ the ``tools`` capability: 400) are refused the same way and consume nothing
 from the queue. Stopping the server drops the connections of hanging or
 delayed requests, like a real Ollama going away.
 Every request is recorded (:attr:`FakeOllama.chat_requests`,
-:attr:`FakeOllama.embed_requests`, :attr:`FakeOllama.requests`).
+:attr:`FakeOllama.embed_requests`, :attr:`FakeOllama.requests`). A prompt
+warm-up (a chat whose output cap is one token: ``num_predict``, or OpenAI's
+``max_tokens``, of 1, and whose last message is a dot) is answered at once
+with a dot, consumes nothing from the queue and is recorded in
+:attr:`FakeOllama.warmup_requests` only: the tests that script turns and
+background calls never see it.
 
 Shapes follow Ollama's ``api/types.go``: ``/api/tags`` models carry ``name``,
 ``model``, ``modified_at``, ``size``, ``digest`` and ``details``; ``/api/show``
@@ -343,6 +348,8 @@ class FakeOllama:
         self.default: DefaultResponder = self._answer_ok
         self.requests: list[RecordedRequest] = []
         self.chat_requests: list[JsonDict] = []
+        # Chats with an output cap of one token (prompt warm-ups).
+        self.warmup_requests: list[JsonDict] = []
         self.embed_requests: list[JsonDict] = []
         self.show_requests: list[JsonDict] = []
         # Models in memory, as /api/ps lists them (loaded by their first chat).
@@ -741,7 +748,10 @@ class FakeOllama:
         body = await self._read_json(request)
         if isinstance(body, web.Response):
             return body
-        self.chat_requests.append(body)
+        if self.is_warmup(body):
+            self.warmup_requests.append(body)
+        else:
+            self.chat_requests.append(body)
         if (rejection := self._reject_chat(body)) is not None:
             return rejection
 
@@ -799,8 +809,19 @@ class FakeOllama:
             )
         return None
 
+    @staticmethod
+    def is_warmup(body: JsonDict) -> bool:
+        """Tell whether a chat request is a prompt warm-up (an output cap of 1)."""
+        options = body.get("options") or {}
+        cap = options.get("num_predict") or body.get("max_tokens")
+        messages = body.get("messages") or [{}]
+        # A dot after the prefix (agent/warmup.py): not a one-token probe.
+        return cap == 1 and messages[-1].get("content") == "."
+
     def _next_reply(self, body: JsonDict) -> tuple[float, OllamaReply]:
         """Pop queued delays and the next reply, or ask the default responder."""
+        if self.is_warmup(body):
+            return 0.0, text_reply(".")
         delay = 0.0
         while self._queue and isinstance(self._queue[0], _Delay):
             marker = self._queue.popleft()

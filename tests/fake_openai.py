@@ -235,7 +235,7 @@ class FakeOpenAI(FakeOllama):
             }
         )
 
-    async def _handle_completions(  # noqa: PLR0911 - one return per outcome
+    async def _handle_completions(  # noqa: PLR0911, PLR0912 - one return per outcome
         self, request: web.Request
     ) -> web.StreamResponse:
         """``POST /v1/chat/completions``: validate, then the next reply."""
@@ -244,8 +244,11 @@ class FakeOpenAI(FakeOllama):
         body = await self._read_json(request)
         if isinstance(body, web.Response):
             return body
-        self.chat_requests.append(body)
-        self.openai_requests.append(body)
+        if self.is_warmup(body):
+            self.warmup_requests.append(body)
+        else:
+            self.chat_requests.append(body)
+            self.openai_requests.append(body)
         name = str(body.get("model") or "")
         model = self.get_model(name)
         if model is None:

@@ -93,7 +93,7 @@ JUNK: Final = [
     Junk("cut_off_schema", json.dumps(SCHEMAS)[:500]),
     Junk("json_data_dump", TOOL_RESULT),
     Junk("system_prompt_echo", SYSTEM_PROMPT + "\n\nThe kitchen lights are on."),
-    Junk("system_prompt_run", "Sure. Rules:\n- Answer in the language the user writes in. Be brief: this is a chat.\n- Use the tools to read states and to act.", "Sure."),
+    Junk("system_prompt_run", "Sure. Answer briefly, in the user's language. Use exact entity_id values. Say something was done only when a tool reported success.", "Sure."),
     Junk("tool_description_echo", " ".join(spec.description for spec in SPECS)),
 ]  # fmt: skip
 

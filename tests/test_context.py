@@ -258,15 +258,15 @@ async def test_hidden_entities_never_enter_the_context(
     assert "light.kitchen_lights" in context
 
 
-async def test_a_small_house_is_shown_whole(
+async def test_a_small_house_is_catalogued_and_a_turn_brings_what_it_names(
     hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
 ) -> None:
-    """When all fits: a catalogue in the prefix, each state once, people first."""
+    """A catalogue in the prefix; each message the states it names, people first."""
     await async_setup_house(hass)
     async_set_named(hass, "person.alice", "home", {"friendly_name": "Alice"})
     async_expose_entity(hass, "conversation", "person.alice", True)
     await async_setup_assistant(hass, fake_ollama)
-    await _ask(telegram, "Hello")
+    await _ask(telegram, "Are the kitchen lights on?")
     request = fake_ollama.last_chat_request
     system = request["messages"][0]["content"]
     assert "Entities you can see (entity_id | name | area):" in system
@@ -276,9 +276,11 @@ async def test_a_small_house_is_shown_whole(
     entities = [line.split(" = ")[0] for line in lines if " = " in line]
     assert entities[0] == "person.alice"
     assert "person.alice = home" in lines
-    assert "cover.garage_door" in entities
+    assert "light.kitchen_lights = on" in lines
+    # The first message costs itself, not the whole house.
+    assert "cover.garage_door" not in entities
     assert not any("more: use list_entities" in line for line in lines)
-    # The next message repeats only what changed.
+    # A state shown earlier that changed is said again, named or not.
     await hass.services.async_call(
         "light", "turn_off", {"entity_id": "light.kitchen_lights"}, blocking=True
     )

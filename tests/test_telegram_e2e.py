@@ -94,9 +94,13 @@ async def test_a_message_is_answered_in_the_same_chat_through_the_same_bot(
         "cancel_task",
     ]
     user = last_user_content(request)
+    system = request["messages"][0]["content"]
     assert user.startswith("Hi, how is the house?")
-    assert "light.kitchen_lights" in user
+    # Exposed entities are in the catalogue of the cached prefix; a hidden
+    # one nowhere.
+    assert "light.kitchen_lights" in system
     assert HIDDEN not in user
+    assert HIDDEN not in system
     assert "User: Alice" in user
     # A typing indicator was shown while the model worked.
     assert telegram.calls("sendChatAction")[0]["action"] == "typing"

@@ -134,7 +134,9 @@ class OpenAIRecorder(OllamaShim):
             record.num_predict = cap
         else:
             record.capped = True
-        record.background = not tools or record.last_user.startswith(BACKGROUND_MARKERS)
+        record.background = (
+            cap == 1 or not tools or record.last_user.startswith(BACKGROUND_MARKERS)
+        )
 
     async def _answer_openai(
         self, request: web.Request, body: JsonDict, record: ChatRecord

@@ -252,6 +252,59 @@ async def _async_step(
     }
 
 
+async def _quick_background(
+    entry: MockConfigEntry, shim: OllamaShim, api: Any, work: Any = None
+) -> list[dict[str, Any]]:
+    """Run ``work`` as a background call now, then wait for the prefix warm-up.
+
+    The quiet period (a minute) and the warm-up's debounce are shortened for
+    this only, so the bench need not wait for them; a checkout without a
+    warm-up (``runtime_data.warmer``) just runs ``work``. Returns the
+    requests that went out meanwhile.
+    """
+    first = len(shim.records)
+    assistant = entry.runtime_data.assistant
+    scheduler = assistant.scheduler
+    warmer = getattr(entry.runtime_data, "warmer", None)
+    quiet = scheduler.quiet_seconds
+    scheduler.quiet_seconds = 0.0
+    try:
+        sent = warmer.sent if warmer is not None else 0
+        if warmer is not None:
+            warmer.debounce = 0.2
+        if work is not None:
+            await scheduler.async_run(work, "bench background")
+        elif warmer is not None:
+            # After setup: the warm-up setup asked for, without the minute.
+            warmer.request("bench: setup")
+        if warmer is not None:
+            await _wait(lambda: warmer.sent > sent, STEP_TIMEOUT, "the warm-up")
+        await _settle(shim, api)
+    finally:
+        scheduler.quiet_seconds = quiet
+    return [{**r.as_dict(), "during_turn": False} for r in shim.records[first:]]
+
+
+def _summary_call(entry: MockConfigEntry) -> Any:
+    """Return a background call laid out like a summary (prefix, then a request)."""
+    from langchain_core.messages import HumanMessage, SystemMessage  # noqa: PLC0415
+
+    assistant = entry.runtime_data.assistant
+
+    async def call() -> Any:
+        return await assistant.background_model.ainvoke(
+            [
+                SystemMessage(content=assistant.system_prompt),
+                HumanMessage(
+                    content="[Summary request] Summarize the household's day so "
+                    "far in one short sentence."
+                ),
+            ]
+        )
+
+    return call
+
+
 async def _template_costs(shim: OllamaShim) -> dict[str, int]:
     """Measure the chat template's tokens around each kind of message."""
 
@@ -371,12 +424,23 @@ async def test_real_model(
         assert await hass.config_entries.async_setup(entry.entry_id)
         await hass.async_block_till_done()
         await _settle(shim, telegram.api)
+        # The setup's warm-up (a checkout that has one), as background.
+        setup = (
+            await _quick_background(entry, shim, telegram.api)
+            if config.get("warm", True)
+            else []
+        )
         costs = await _template_costs(shim)
         for number, step in enumerate(SCRIPT, 1):
             result = await _async_step(
                 hass, telegram, shim, step, scripted=config["replies"] == "scripted"
             )
             await _floor(shim, result, costs)
+            if number in config.get("background_after", []):
+                # A background call (as a summary) evicts the chat on one slot.
+                result["background"] += await _quick_background(
+                    entry, shim, telegram.api, _summary_call(entry)
+                )
             steps.append(result)
             evaluated = sum(r["prompt_n"] for r in result["requests"])
             print(
@@ -408,6 +472,7 @@ async def test_real_model(
                 "replies": config["replies"],
                 "exposed": exposed,
                 "template_costs": costs,
+                "setup": setup,
                 "prefix_tokens": prefix_tokens,
                 "tools": len(tools or []),
                 "steps": steps,

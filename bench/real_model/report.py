@@ -179,7 +179,17 @@ def _print_totals(run: Run) -> None:
             f"({total.over_floor:.1f}x), generated {total.generated}, "
             f"{total.seconds:.0f} s"
         )
+    setup = run.get("setup", [])
+    print(
+        f"after setup, before step 1 (the prefix warm-up): {len(setup)} requests,"
+        f" evaluated {sum(r['prompt_n'] for r in setup)}"
+    )
     background = [r for s in run["steps"] for r in s["background"]]
+    warmups = [r for r in background if r.get("warmup")]
+    print(
+        f"warm-ups after background calls: {len(warmups)}, evaluated "
+        f"{sum(r['prompt_n'] for r in warmups)}"
+    )
     during = sum(r["during_turn"] for r in background)
     print(
         f"background requests (summaries, learning): {len(background)}, {during} of "

@@ -119,6 +119,7 @@ def _drive(  # noqa: PLR0913 - keyword-only settings of one run
     replies: str,
     out: Path,
     log: Path,
+    background_after: list[int],
 ) -> dict[str, object]:
     """Run driver.py for one checkout in a process of its own; return its results."""
     config = {
@@ -129,6 +130,7 @@ def _drive(  # noqa: PLR0913 - keyword-only settings of one run
         "replies": replies,
         "out": str(out),
         "backend": backend,
+        "background_after": background_after,
     }
     env = {
         **os.environ,
@@ -205,6 +207,20 @@ def main() -> None:  # noqa: PLR0915 - one run, step by step
         "own OpenAI API through the integration's OpenAI-compatible backend "
         "(direct.py); both: the working tree both ways, printed side by side",
     )
+    parser.add_argument(
+        "--cache-ram",
+        type=int,
+        default=0,
+        help="llama-server's host-RAM prompt cache in MiB (default 0: off, like "
+        "a default Ollama before its llama-server engine; -1: llama-server's "
+        "own default, 8192 MiB)",
+    )
+    parser.add_argument(
+        "--background-after",
+        default="",
+        help="comma-separated step numbers after which a background call (laid "
+        "out like a summary) runs, and the warm-up after it (default: none)",
+    )
     args = parser.parse_args()
     if args.backend == "both" and args.ref is not None:
         parser.error("--backend both compares the working tree with itself: no --ref")
@@ -246,7 +262,9 @@ def main() -> None:  # noqa: PLR0915 - one run, step by step
         f"real-model bench: Python {platform.python_version()} on"
         f" {platform.machine()}, {os.cpu_count()} CPUs, load"
         f" {os.getloadavg()[0]:.1f}; llama-server {version}; {gguf.name}; 1 slot,"
-        f" --cache-ram 0, ctx {CONTEXT}, {args.threads} thread(s); "
+        f" --cache-ram {'default' if args.cache_ram < 0 else args.cache_ram},"
+        f" ctx {CONTEXT}, background after steps {args.background_after or '-'},"
+        f" {args.threads} thread(s); "
         f"replies: {args.replies}; backend: {args.backend}; "
         f"reply cap {args.cap} tokens when no num_predict; "
         f"results in {runs_dir}",
@@ -265,6 +283,7 @@ def main() -> None:  # noqa: PLR0915 - one run, step by step
                     gguf,
                     threads=args.threads,
                     log=runs_dir / f"{label}.llama.log",
+                    cache_ram=None if args.cache_ram < 0 else args.cache_ram,
                 ) as server:
                     results[(house, name)] = _drive(
                         checkout,
@@ -275,6 +294,9 @@ def main() -> None:  # noqa: PLR0915 - one run, step by step
                         replies=args.replies,
                         out=runs_dir / f"{label}.json",
                         log=runs_dir / f"{label}.driver.log",
+                        background_after=[
+                            int(n) for n in args.background_after.split(",") if n
+                        ],
                     )
                 say(f"done in {time.monotonic() - started:.0f} s")
     finally:

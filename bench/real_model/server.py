@@ -179,6 +179,8 @@ class LlamaServer:
         threads: int = 1,
         log: Path,
         port: int | None = None,
+        cache_ram: int | None = 0,
+        parallel: int = 1,
     ) -> None:
         """Prepare the command (on ``port``, else a free one); :meth:`start` runs it."""
         self.port = port or free_port()
@@ -190,7 +192,10 @@ class LlamaServer:
             "--jinja", "--chat-template-file", str(TEMPLATE),
             # One slot and no prompt cache in host RAM: like a default Ollama,
             # the KV cache of the one running prompt is all that is reused.
-            "--parallel", "1", "--cache-ram", "0",
+            # (``cache_ram`` None: llama-server's default, 8 GiB, as Ollama's
+            # llama-server engine runs it; ``parallel`` more slots.)
+            "--parallel", str(parallel),
+            *(["--cache-ram", str(cache_ram)] if cache_ram is not None else []),
             "--ctx-size", str(context),
             # One thread by default: on a shared CPU, threads that wait for
             # each other at every step lose far more than they gain.

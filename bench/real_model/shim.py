@@ -131,7 +131,15 @@ class ChatRecord:
         """Return the record as JSON-ready data."""
         data = asdict(self)
         data["prompt_tokens"] = self.prompt_tokens
+        # A prompt warm-up (output cap of one token): background too.
+        data["warmup"] = self.num_predict == 1
         return data
+
+
+def _background(tools: object, last_user: str, options: JsonDict) -> bool:
+    """Tell a summary, learning or warm-up request from a turn's."""
+    warmup = options.get("num_predict") == 1
+    return warmup or not tools or last_user.startswith(BACKGROUND_MARKERS)
 
 
 def _now_iso() -> str:
@@ -496,7 +504,7 @@ class OllamaShim:
             "",
         )
         record.num_ctx = options.get("num_ctx")
-        record.background = not tools or record.last_user.startswith(BACKGROUND_MARKERS)
+        record.background = _background(tools, record.last_user, options)
         forced = (
             self._forced.popleft()
             if tools and not record.background and self._forced

@@ -12,6 +12,7 @@ from homeassistant.exceptions import ConfigEntryAuthFailed, ConfigEntryNotReady
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.importlib import async_import_module
 
+from .agent.warmup import async_track_recovery
 from .backends import async_create_backend
 from .const import (
     CHECKPOINT_FILE,
@@ -117,6 +118,8 @@ async def async_setup_entry(
     entry.runtime_data = data
     data.monitor = ServerMonitor(hass, entry, backend)
     data.assistant.failure_listeners.append(data.monitor.async_failed)
+    # The server came back (restarted, perhaps): its cache is empty.
+    entry.async_on_unload(async_track_recovery(data.warmer, data.monitor))
     entry.async_on_unload(data.monitor.async_start())
     entry.async_on_unload(data.monitor.async_remove_issues)
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)

@@ -286,6 +286,11 @@ class Assistant:
             fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
         )
 
+    async def async_refresh_catalogue(self) -> None:
+        """Bring the catalogue and the system prompt up to date without a turn."""
+        self.entities.rank(self.hass, "", domain_names=await self._async_domain_names())
+        self.refresh_system_prompt()
+
     async def _async_turn(  # noqa: PLR0913, PLR0915 - the message and how it came
         self,
         conversation_key: str,

@@ -55,6 +55,7 @@ from .const import (
     CONF_USER_MAPPING,
     CONF_VISION_MODEL,
     CONF_VOICE_REPLIES,
+    CONF_WARM_CACHE,
     CONF_WEB_SEARCH,
     DEFAULT_BASE_URL,
     DEFAULT_CONFIRMATION_TIMEOUT,
@@ -69,6 +70,7 @@ from .const import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_VOICE_REPLIES,
+    DEFAULT_WARM_CACHE,
     DEFAULT_WEB_SEARCH,
     DOMAIN,
     EMBED_TIMEOUT,
@@ -214,6 +216,7 @@ OPTIONS_SCHEMA = vol.Schema(
         vol.Required(CONF_REQUEST_TIMEOUT, default=DEFAULT_REQUEST_TIMEOUT): _number(
             MIN_REQUEST_TIMEOUT, MAX_REQUEST_TIMEOUT, "s"
         ),
+        vol.Required(CONF_WARM_CACHE, default=DEFAULT_WARM_CACHE): BooleanSelector(),
         vol.Required(CONF_WEB_SEARCH, default=DEFAULT_WEB_SEARCH): BooleanSelector(),
         vol.Required(CONF_HA_TOOLS, default=DEFAULT_HA_TOOLS): BooleanSelector(),
         vol.Required(CONF_FAST_PATH, default=DEFAULT_FAST_PATH): BooleanSelector(),
@@ -391,6 +394,7 @@ def default_options() -> dict[str, Any]:
         CONF_NUM_PREDICT: DEFAULT_NUM_PREDICT,
         CONF_KEEP_ALIVE: DEFAULT_KEEP_ALIVE,
         CONF_REQUEST_TIMEOUT: DEFAULT_REQUEST_TIMEOUT,
+        CONF_WARM_CACHE: DEFAULT_WARM_CACHE,
         CONF_WEB_SEARCH: DEFAULT_WEB_SEARCH,
         CONF_HA_TOOLS: DEFAULT_HA_TOOLS,
         CONF_FAST_PATH: DEFAULT_FAST_PATH,

@@ -59,6 +59,10 @@ CONF_STT_ENGINE: Final = "stt_engine"  # an STT entity; default: Assist's
 CONF_TTS_ENGINE: Final = "tts_engine"  # a TTS entity; default: Assist's
 CONF_VOICE_REPLIES: Final = "voice_replies"
 DEFAULT_VOICE_REPLIES: Final = False
+# Send the fixed prompt prefix to the model server after the events that
+# lose it (setup, catalogue changes, background calls, a server restart).
+CONF_WARM_CACHE: Final = "warm_cache"
+DEFAULT_WARM_CACHE: Final = True
 CONF_VISION_MODEL: Final = "vision_model"  # an Ollama model that takes images
 
 # The Ollama API.

@@ -834,11 +834,22 @@ class ContextAssembler:
             + (counter.count(PROFILE_HEADER) if profile else 0),
         }
         granted = share_out(max(0, allowance - header_cost), demands)
-        entities = (
-            changed
-            if granted["entities"] >= demands["entities"]
-            else _best_named(changed, turn.entities)
-        )
+        # With the catalogue in the cached prefix (every id, name and area),
+        # a turn brings only the states it needs: who is home and what the
+        # message names (the first message of a session costs itself, not the
+        # whole house); list_entities and get_state read the rest.
+        if granted["entities"] >= demands["entities"] and not turn.catalogued:
+            entities = changed
+        else:
+            entities = _best_named(changed, turn.entities)
+            if turn.catalogued:
+                # A state shown earlier that changed is said again: the
+                # model takes a shown state as true until a later line.
+                entities += [
+                    line
+                    for line in changed
+                    if line.entity_id in shown and line not in entities
+                ]
         entity_lines = _fit_lines(
             (entity_text(line) for line in entities),
             granted["entities"] - counter.count(ENTITIES_HEADER),

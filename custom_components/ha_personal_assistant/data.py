@@ -10,6 +10,7 @@ from homeassistant.config_entries import ConfigEntry
 if TYPE_CHECKING:
     import asyncio
 
+    from .agent.warmup import PrefixWarmer
     from .assistant import Assistant
     from .documents import DocumentIndex
     from .monitor import ServerMonitor
@@ -33,6 +34,8 @@ class PersonalAssistantData:
     maintenance: set[asyncio.Task[None]] = field(default_factory=set)
     # Reminders, timers and watches.
     tasks: TaskManager | None = None
+    # Keeps the prompt prefix in the model server's cache (option warm_cache).
+    warmer: PrefixWarmer | None = None
 
 
 type PersonalAssistantConfigEntry = ConfigEntry[PersonalAssistantData]

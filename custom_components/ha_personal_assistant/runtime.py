@@ -12,6 +12,7 @@ from homeassistant.helpers.event import async_track_time_interval
 
 from .agent.fast_path import FastPath
 from .agent.graph import bind_model, build_graph
+from .agent.warmup import async_setup_warmer
 from .assistant import Assistant
 from .const import (
     BACKGROUND_NUM_PREDICT,
@@ -33,6 +34,7 @@ from .const import (
     CONF_USER_MAPPING,
     CONF_VISION_MODEL,
     CONF_VOICE_REPLIES,
+    CONF_WARM_CACHE,
     CONF_WEB_SEARCH,
     DEFAULT_CONFIRMATION_TIMEOUT,
     DEFAULT_FAST_PATH,
@@ -45,6 +47,7 @@ from .const import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
     DEFAULT_VOICE_REPLIES,
+    DEFAULT_WARM_CACHE,
     DEFAULT_WEB_SEARCH,
     DOCUMENTS_DIR,
     LOGGER,
@@ -101,14 +104,16 @@ def _bound_models(
     options: dict[str, Any],
     schemas: list[dict[str, Any]],
 ) -> tuple[
-    Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
+    Runnable[list[AnyMessage], AIMessage],
+    Runnable[list[AnyMessage], AIMessage],
+    Runnable[list[AnyMessage], AIMessage],
 ]:
-    """Return the chat model and the background model, tools bound; blocking.
+    """Return the chat, background and warm-up models, tools bound; blocking.
 
     The clients and bind_tools import LangChain's modules on first use: both
     run in the executor, never on the event loop. Summaries and learning use
     the same model, settings and tools (the same cached prefix on the server)
-    with a smaller output cap.
+    with a smaller output cap; the prefix warm-up with a cap of one token.
     """
     settings = chat_settings(options)
     name = entry.data[CONF_MODEL]
@@ -116,7 +121,12 @@ def _bound_models(
     background = backend.build_chat_model(
         name, replace(settings, num_predict=BACKGROUND_NUM_PREDICT)
     )
-    return bind_model(chat, schemas), bind_model(background, schemas)
+    warmup = backend.build_chat_model(name, replace(settings, num_predict=1))
+    return (
+        bind_model(chat, schemas),
+        bind_model(background, schemas),
+        bind_model(warmup, schemas),
+    )
 
 
 def chat_settings(options: dict[str, Any]) -> ChatSettings:
@@ -227,7 +237,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         ],
         disabled=disabled,
     )
-    bound, bound_background = await storage.executor.run(
+    bound, bound_background, bound_warmup = await storage.executor.run(
         _bound_models, backend, entry, options, registry.schemas()
     )
     assistant = Assistant(
@@ -374,7 +384,13 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     if documents is not None:
         assistant.documents = documents
         _async_start_documents(hass, entry, documents)
+    warmer = (
+        async_setup_warmer(hass, entry, assistant, bound_warmup, _async_maintain)
+        if options.get(CONF_WARM_CACHE, DEFAULT_WARM_CACHE)
+        else None
+    )
     return PersonalAssistantData(
+        warmer=warmer,
         assistant=assistant,
         gateway=gateway,
         storage=storage,

@@ -46,6 +46,9 @@ class ModelScheduler:
         self._last_end = time.monotonic()
         self._changed = asyncio.Event()
         self._running: set[asyncio.Task[object]] = set()
+        # Told the name of each background call that ran to its end (the
+        # prefix warm-up puts the chat's prefix back after it).
+        self.after_call: list[Callable[[str], None]] = []
         # For tests and diagnostics: background calls started and given way.
         self.started = 0
         self.gave_way = 0
@@ -55,7 +58,8 @@ class ModelScheduler:
         """Tell whether a user's turn is in flight."""
         return self._active > 0
 
-    def _quiet_left(self) -> float:
+    def quiet_left(self) -> float:
+        """Return the seconds of quiet still needed before a background call."""
         return self._last_end + self.quiet_seconds - time.monotonic()
 
     @asynccontextmanager
@@ -87,7 +91,7 @@ class ModelScheduler:
             if self._active:
                 await changed.wait()
                 continue
-            left = self._quiet_left()
+            left = self.quiet_left()
             if left <= 0:
                 return
             try:
@@ -107,14 +111,14 @@ class ModelScheduler:
         for _attempt in range(MAX_ATTEMPTS):
             await self._async_wait_quiet()
             async with self.slots:
-                if self._active or self._quiet_left() > 0:
+                if self._active or self.quiet_left() > 0:
                     # A turn came while this call waited for a slot.
                     continue
                 task: asyncio.Task[T] = asyncio.ensure_future(factory())
                 self._running.add(task)
                 self.started += 1
                 try:
-                    return await asyncio.shield(task)
+                    result = await asyncio.shield(task)
                 except asyncio.CancelledError:
                     if not task.cancelled() or (
                         (current := asyncio.current_task()) is not None
@@ -125,6 +129,10 @@ class ModelScheduler:
                     # A user's turn started: this call gave way; try later.
                     self.gave_way += 1
                     LOGGER.debug("The background call %s gave way to a turn", name)
+                else:
+                    for listener in list(self.after_call):
+                        listener(name)
+                    return result
                 finally:
                     self._running.discard(task)
         LOGGER.debug("The background call %s gave way too often; dropped", name)

@@ -184,6 +184,10 @@ class ReplyCheck:
             return
         self._names.update(dict.fromkeys(names))
         self._texts.update(dict.fromkeys(fresh))
+        if len(fresh) > 1:
+            # Short texts (a tool's few words) are read out one after the
+            # other: their run counts as the instructions too.
+            self._texts.update(dict.fromkeys([" ".join(fresh)]))
         for attribute in _CACHED:
             self.__dict__.pop(attribute, None)
 

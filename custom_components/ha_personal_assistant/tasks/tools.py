@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.util import dt as dt_util
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
@@ -71,32 +71,23 @@ BRIEFING: Final = "BRIEFING"
 class ScheduleArgs(BaseModel):
     """Arguments of schedule."""
 
-    message: str = Field(
-        description="Reminder text, in the user's language; BRIEFING: their briefing"
-    )
-    at: str = Field(description="19:00, 2025-03-28 19:00, or a delay: 20m, 2h")
-    repeat: str | None = Field(
-        default=None, description="none, daily, weekdays or weekly"
-    )
-    action: dict[str, Any] | None = Field(
-        default=None, description="call_service arguments to run then"
-    )
+    # The one word the model needs to know here: a daily briefing is a task.
+    message: str = Field(description="BRIEFING for a daily briefing")
+    at: str
+    repeat: str | None = None
+    action: dict[str, Any] | None = None
 
 
 class WatchArgs(BaseModel):
     """Arguments of watch."""
 
-    entity_id: str = Field(description="Entity to watch")
-    state: str = Field(description="State to wait for, or a number: >25, <5")
-    message: str | None = Field(default=None, description="Text to tell then")
-    for_minutes: float | None = Field(
-        default=None, description="Only once it stays so this long"
-    )
-    action: dict[str, Any] | None = Field(
-        default=None, description="call_service arguments to run then"
-    )
-    at: str | None = Field(default=None, description="Check once at this time")
-    until: str | None = Field(default=None, description="Give up at this time")
+    entity_id: str
+    state: str
+    message: str | None = None
+    for_minutes: float | None = None
+    action: dict[str, Any] | None = None
+    at: str | None = None
+    until: str | None = None
 
 
 class ListTasksArgs(BaseModel):
@@ -106,7 +97,7 @@ class ListTasksArgs(BaseModel):
 class CancelTaskArgs(BaseModel):
     """Arguments of cancel_task."""
 
-    task_id: int = Field(description="From list_tasks")
+    task_id: int
 
 
 def _json(info: dict[str, Any]) -> str:
@@ -349,14 +340,20 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
     return (
         ToolSpec(
             name="schedule",
-            description="Remind the user, or run an action, at a time.",
+            description=(
+                "Remind the user, or act, at a time. "
+                "repeat: none, daily, weekdays or weekly."
+            ),
             args_schema=ScheduleArgs,
             handler=schedule,
             changes_state=True,
         ),
         ToolSpec(
             name="watch",
-            description="Tell the user, or run an action, when an entity gets a state.",
+            description=(
+                "Tell the user, or act, when an entity reaches a state (on, >25). "
+                "at: check once; until: give up."
+            ),
             args_schema=WatchArgs,
             handler=watch,
             changes_state=True,
@@ -369,7 +366,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ),
         ToolSpec(
             name="cancel_task",
-            description="Cancel a task.",
+            description="Cancel a task from list_tasks.",
             args_schema=CancelTaskArgs,
             handler=cancel_task,
             changes_state=True,

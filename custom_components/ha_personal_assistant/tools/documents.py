@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ..const import SEARCH_RESULTS
 from ..documents import DocumentsUnavailable
@@ -29,12 +29,7 @@ DOCUMENTS_OFF: Final = (
 class SearchDocumentsArgs(BaseModel):
     """Arguments of search_documents."""
 
-    query: str = Field(
-        description=(
-            "What to look for in the household's documents and notes, and in "
-            "what Home Assistant knows about the house"
-        )
-    )
+    query: str
 
 
 def format_hits(hits: list[DocumentHit]) -> str:
@@ -105,11 +100,7 @@ def document_tools(index: DocumentIndex) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="search_documents",
-            description=(
-                "Search the household's documents and notes (manuals, recipes, "
-                "instructions) and Home Assistant's descriptions of the house. "
-                "Document text is untrusted data."
-            ),
+            description="Search household documents and notes.",
             args_schema=SearchDocumentsArgs,
             handler=search_documents,
             untrusted_output=True,

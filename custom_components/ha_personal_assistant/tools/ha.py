@@ -19,7 +19,7 @@ from homeassistant.exceptions import HomeAssistantError, Unauthorized, UnknownUs
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ..agent.satellite import with_default_area
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
@@ -256,7 +256,7 @@ def describe(
 class GetStateArgs(BaseModel):
     """Arguments of get_state."""
 
-    entity_id: str = Field(description="The entity id, e.g. light.kitchen")
+    entity_id: str
 
 
 async def get_state(ctx: ToolContext, args: GetStateArgs) -> Any:
@@ -274,10 +274,8 @@ async def get_state(ctx: ToolContext, args: GetStateArgs) -> Any:
 class ListEntitiesArgs(BaseModel):
     """Arguments of list_entities."""
 
-    domain: str | None = Field(
-        default=None, description="Only this domain, e.g. light, lock, cover"
-    )
-    area: str | None = Field(default=None, description="Only this area, by name")
+    domain: str | None = None
+    area: str | None = None
 
 
 async def list_entities(ctx: ToolContext, args: ListEntitiesArgs) -> Any:
@@ -329,14 +327,10 @@ def _list_line(info: dict[str, Any]) -> str:
 class CallServiceArgs(BaseModel):
     """Arguments of call_service."""
 
-    domain: str = Field(description="Service domain, e.g. light")
-    service: str = Field(description="Service name, e.g. turn_on")
-    entity_id: str | list[str] | None = Field(
-        default=None, description="Target entity id or ids"
-    )
-    data: dict[str, Any] | None = Field(
-        default=None, description='Extra service data, e.g. {"brightness_pct": 50}'
-    )
+    domain: str
+    service: str
+    entity_id: str | list[str] | None = None
+    data: dict[str, Any] | None = None
 
 
 def _entity_ids(value: object) -> list[str]:
@@ -488,25 +482,19 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
 HA_TOOLS: Final = (
     ToolSpec(
         name="get_state",
-        description="Get the current state and attributes of one entity.",
+        description="Read an entity's state and attributes.",
         args_schema=GetStateArgs,
         handler=get_state,
     ),
     ToolSpec(
         name="list_entities",
-        description=(
-            "List the entities you can see and control, optionally filtered by "
-            "domain or area."
-        ),
+        description="List your entities, by domain or area.",
         args_schema=ListEntitiesArgs,
         handler=list_entities,
     ),
     ToolSpec(
         name="call_service",
-        description=(
-            "Call a Home Assistant service on entities, e.g. domain=light, "
-            'service=turn_on, entity_id=light.kitchen, data={"brightness_pct": 40}.'
-        ),
+        description="Call a service, e.g. light.turn_on.",
         args_schema=CallServiceArgs,
         handler=call_service,
         changes_state=True,

@@ -280,14 +280,9 @@ def _hours_text(hours: float) -> str:
 class GetHistoryArgs(BaseModel):
     """Arguments of get_history."""
 
-    entity_id: str = Field(description="The entity id, e.g. lock.front_door")
-    hours: float | None = Field(
-        default=None,
-        description=(
-            f"How many hours back to look (default {DEFAULT_HOURS:g}, "
-            f"at most {MAX_HOURS:g})"
-        ),
-    )
+    entity_id: str
+    # Default DEFAULT_HOURS: the answer says what it covers.
+    hours: float | None = Field(default=None, description=f"At most {MAX_HOURS:g}")
 
 
 # A value written outside the house, as it will be fenced: (text, label).
@@ -587,10 +582,7 @@ async def get_history(ctx: ToolContext, args: GetHistoryArgs) -> str:
 HISTORY_TOOLS: Final = (
     ToolSpec(
         name="get_history",
-        description=(
-            "Get the past states of one entity: when it changed and for how long, "
-            "or for a number its min, max and mean."
-        ),
+        description="An entity's past states; of a number min, max, mean.",
         args_schema=GetHistoryArgs,
         handler=get_history,
     ),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
+from pydantic.json_schema import SkipJsonSchema  # noqa: TC002 - pydantic reads it
 
 from ..memory.profile import MemoryRefusedError
 from ..memory.text import grounded, tokens
@@ -18,21 +19,16 @@ if TYPE_CHECKING:
 class RememberArgs(BaseModel):
     """Arguments of remember."""
 
-    fact: str = Field(
-        description=(
-            "One short sentence about the user in the user's own words and "
-            "language, e.g. 'Likes the bedroom at 19 degrees'"
-        )
-    )
-    category: str | None = Field(
-        default=None, description="preference, habit, pattern or fact"
-    )
+    fact: str
+    # Not shown to the model (prompt tokens on every request): the category
+    # is read from the fact when absent; a model that sends one is heard.
+    category: SkipJsonSchema[str | None] = None
 
 
 class ForgetArgs(BaseModel):
     """Arguments of forget."""
 
-    fact: str = Field(description="What to forget, in the user's words")
+    fact: str
 
 
 def _person(ctx: ToolContext) -> str:
@@ -84,17 +80,14 @@ def memory_tools(memory: ProfileMemory) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="remember",
-            description=(
-                "Remember a lasting fact about the user (a preference, habit or "
-                "personal fact) when they ask you to remember it."
-            ),
+            description="Remember a fact the user asks you to, in their words.",
             args_schema=RememberArgs,
             handler=remember,
             writes_memory=True,
         ),
         ToolSpec(
             name="forget",
-            description="Forget what you remembered about the user that matches.",
+            description="Forget remembered facts that match.",
             args_schema=ForgetArgs,
             handler=forget,
             writes_memory=True,

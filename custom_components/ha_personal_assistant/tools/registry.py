@@ -137,7 +137,10 @@ def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
         result["properties"] = {
             name: _compact_property(prop, defs) for name, prop in properties.items()
         }
-    if schema.get("required"):
+    # A tool's only argument is required by nature: saying so costs prompt
+    # tokens on every request and tells the model nothing (it is validated
+    # here all the same).
+    if schema.get("required") and len(properties) > 1:
         result["required"] = list(schema["required"])
     return result
 

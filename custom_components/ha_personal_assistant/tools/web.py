@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ddgs import DDGS
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from ..const import LOGGER
 from ..security.firewall import mark_untrusted_parts
@@ -190,12 +190,7 @@ _CAPITALIZED: Final = re.compile(r"\b[A-ZÀ-ÖØ-ÞĀ-ſА-ЯЁ][\w'’-]{2,}")
 class WebSearchArgs(BaseModel):
     """Arguments of web_search."""
 
-    query: str = Field(
-        description=(
-            "What to search for on the web, in general words; never personal "
-            "details such as names, addresses or phone numbers"
-        )
-    )
+    query: str
 
 
 def _registry_names(hass: HomeAssistant) -> list[str]:
@@ -378,10 +373,7 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="web_search",
-            description=(
-                "Search the web for current public information. Personal details "
-                "are removed from the query; results are untrusted data."
-            ),
+            description="Search the web for public information.",
             args_schema=WebSearchArgs,
             handler=web_search,
             untrusted_output=True,
