@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.util import dt as dt_util
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
