@@ -7,7 +7,7 @@ import time
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from custom_components.ha_personal_assistant.agent.graph import partial_text
+from custom_components.ha_personal_assistant.agent import graph, reply_check
 from custom_components.ha_personal_assistant.agent.prompts import (
     FEEDBACK_ECHO,
     FEEDBACK_EMPTY,
@@ -22,17 +22,35 @@ from custom_components.ha_personal_assistant.agent.reply_check import (
     LOOP_SENTENCES,
     Junk,
     ReplyCheck,
-    check_reply,
     corrected_before,
     loop_cut,
     rejected_answer,
-    shown_while_streaming,
 )
 from custom_components.ha_personal_assistant.tools.registry import ToolRegistry
 
-from .junk_replies import GOOD, JUNK, JUNK_IDS, SPECS, TOOL_MODEL_SCHEMA
+from .junk_replies import GOOD, JUNK, JUNK_IDS, REGISTRY, SPECS, TOOL_MODEL_SCHEMA
 from .junk_replies import Junk as JunkReply
 from .token_samples import LANGUAGES, intent_responses
+
+# Answers are checked against the instructions of the registry that made
+# the turn: here the junk set's tools.
+CHECK = REGISTRY.reply_check
+
+
+def check_reply(text: str) -> reply_check.Finding | None:
+    """Check a whole answer as a turn with the junk set's tools does."""
+    return reply_check.check_reply(text, CHECK)
+
+
+def partial_text(text: str) -> str:
+    """Cut a draft as a turn with the junk set's tools does."""
+    return graph.partial_text(text, CHECK)
+
+
+def shown_while_streaming(text: str) -> str:
+    """Cut a draft (no reasoning removed) as a turn with those tools does."""
+    return reply_check.shown_while_streaming(text, CHECK)
+
 
 KINDS = {
     "tool_model_schema": Junk.SCHEMA,
@@ -160,9 +178,12 @@ def test_names_come_from_the_registry_disabled_tools_included() -> None:
     assert check.check('Sure: schedule("Tea at five")') is not None
     registry = ToolRegistry(SPECS, disabled={"watch": "switched off"})
     assert "watch" not in registry
-    assert check_reply('I will watch("binary_sensor.door")') is not None
+    own = registry.reply_check
+    assert own.check('I will watch("binary_sensor.door")') is not None
     # Prose about watching is prose.
-    assert check_reply("I will watch (and tell you) when it opens.") is None
+    assert own.check("I will watch (and tell you) when it opens.") is None
+    # Another registry's tools do not change what this one checks.
+    assert ToolRegistry([]).reply_check.check('watch("binary_sensor.door")') is None
 
 
 def test_descriptions_of_every_tool_are_instructions() -> None:

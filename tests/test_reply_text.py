@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from custom_components.ha_personal_assistant.agent.graph import partial_text
+from custom_components.ha_personal_assistant.agent import graph
 from custom_components.ha_personal_assistant.conversation import parse_answer
 from custom_components.ha_personal_assistant.security.links import filter_reply
+
+from .junk_replies import REGISTRY
+
+
+def partial_text(raw: str) -> str:
+    """Cut a draft as a turn with the junk set's tools does."""
+    return graph.partial_text(raw, REGISTRY.reply_check)
 
 
 @pytest.mark.parametrize(

@@ -395,9 +395,10 @@ class Assistant:
             )
 
         if on_text is not None:
+            check = self.registry.reply_check
 
             def partial(raw: str) -> None:
-                if draft := shown(partial_text(raw)).strip():
+                if draft := shown(partial_text(raw, check)).strip():
                     on_text(draft)
 
             runtime.on_text = partial

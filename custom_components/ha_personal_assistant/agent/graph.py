@@ -33,6 +33,8 @@ from .prompts import (
     SYSTEM_PROMPT,
 )
 from .reply_check import (
+    BASE_CHECK,
+    ReplyCheck,
     check_reply,
     corrected_before,
     loop_cut,
@@ -149,10 +151,10 @@ def message_text(message: AnyMessage) -> str:
     return _THINK_RE.sub("", message_text_raw(message)).strip()
 
 
-def partial_text(text: str) -> str:
+def partial_text(text: str, check: ReplyCheck = BASE_CHECK) -> str:
     """Return what of a partial answer may be shown: no reasoning, no junk."""
     text = _OPEN_THINK_RE.sub("", _THINK_RE.sub("", text))
-    return shown_while_streaming(text.lstrip())
+    return shown_while_streaming(text.lstrip(), check)
 
 
 async def _stream(
@@ -449,7 +451,7 @@ async def call_model(  # noqa: PLR0911, PLR0912 - one return per outcome
         # Cut at num_predict (Ollama's done_reason, OpenAI's finish_reason):
         # the user is told, in the integration's words.
         turn.tools.notices.append(turn.tools.texts("cut_at_limit"))
-    if (junk := check_reply(text)) is not None:
+    if (junk := check_reply(text, turn.registry.reply_check)) is not None:
         # One correction, then an honest apology: never the junk itself.
         LOGGER.debug("The model wrote %s instead of an answer", junk.junk)
         if feedback_rounds >= MAX_FEEDBACK_ROUNDS or corrected_before(

@@ -8,10 +8,12 @@ The graph checks every final answer (the model gets one correction, then the
 user an apology), and every partial answer is cut before the first thing that
 is, or may still become, junk, so a draft never shows any of it.
 
-What counts as the model's instructions (the system prompt, the feedback the
-graph writes, tool names and descriptions) is collected in one place,
-:data:`PROMPT`: the tool registry adds its tools when it is built, before any
-turn runs. These are texts from the code, so the collection stays small.
+What counts as the model's instructions is the system prompt and the
+feedback the graph writes (:data:`BASE_TEXTS`, checked by :data:`BASE_CHECK`)
+plus the tool names and descriptions: each tool registry builds its own
+:class:`ReplyCheck` with its tools (``ToolRegistry.reply_check``), so no
+registry changes what another one's answers are checked against. These are
+texts from the code, so each collection stays small.
 """
 
 from __future__ import annotations
@@ -175,6 +177,13 @@ class ReplyCheck:
         self._names: dict[str, None] = {}
         self._texts: dict[str, None] = {}
         self.add(tool_names, texts)
+
+    @classmethod
+    def with_tools(cls, tool_names: Iterable[str], texts: Iterable[str]) -> ReplyCheck:
+        """Return a check of the base texts plus these tools' names and texts."""
+        check = cls(texts=BASE_TEXTS)
+        check.add(tool_names, texts)
+        return check
 
     def add(self, tool_names: Iterable[str] = (), texts: Iterable[str] = ()) -> None:
         """Add tool names and instruction texts (those already known stay)."""
@@ -525,27 +534,28 @@ def _is_schema(item: dict[str, Any]) -> bool:
 
 
 # What every answer is checked against: the system prompt and the graph's
-# feedback; the tool registry adds the tools' names and descriptions.
-PROMPT: Final = ReplyCheck(
-    texts=(
-        SYSTEM_PROMPT,
-        FEEDBACK_EMPTY,
-        FEEDBACK_TEXT_TOOL_CALL,
-        FEEDBACK_JSON_DUMP,
-        FEEDBACK_ECHO,
-        FEEDBACK_BAD_JSON,
-    )
+# feedback. A tool registry adds its tools' names and descriptions to a check
+# of its own (``ReplyCheck.with_tools``).
+BASE_TEXTS: Final = (
+    SYSTEM_PROMPT,
+    FEEDBACK_EMPTY,
+    FEEDBACK_TEXT_TOOL_CALL,
+    FEEDBACK_JSON_DUMP,
+    FEEDBACK_ECHO,
+    FEEDBACK_BAD_JSON,
 )
+# The check of answers written with no tools (a briefing). Never added to.
+BASE_CHECK: Final = ReplyCheck(texts=BASE_TEXTS)
 
 
-def check_reply(text: str) -> Finding | None:
+def check_reply(text: str, check: ReplyCheck = BASE_CHECK) -> Finding | None:
     """Return the junk in a whole answer (see :class:`ReplyCheck`), or None."""
-    return PROMPT.check(text)
+    return check.check(text)
 
 
-def shown_while_streaming(text: str) -> str:
+def shown_while_streaming(text: str, check: ReplyCheck = BASE_CHECK) -> str:
     """Return what of a partial answer may be shown (see :meth:`ReplyCheck.shown`)."""
-    return PROMPT.shown(text)
+    return check.shown(text)
 
 
 def corrected_before(messages: Iterable[AnyMessage], turn_id: str | None) -> bool:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..agent.reply_check import PROMPT
+from ..agent.reply_check import ReplyCheck
 from ..const import LOGGER
 from ..i18n import Texts
 from ..security.people import NOT_KNOWN_TOOL
@@ -224,7 +224,7 @@ class ToolRegistry:
         self._disabled = dict(disabled or {})
         # What the model reads about its tools is what its answers must not
         # repeat; a disabled tool may still be written out as a call.
-        PROMPT.add(
+        self.reply_check = ReplyCheck.with_tools(
             [*self._tools, *self._disabled],
             [text for tool in self._tools.values() for text in tool.texts()],
         )
