@@ -39,6 +39,7 @@ BENIGN = ("benign_queries.jsonl", "pii13_benign_queries.jsonl")
 OUT = Path(os.environ.get("PII_BENCH_OUT", "/tmp/pii28"))
 BENCH_PYTHON = os.environ.get("PII_BENCH_PYTHON", "/work/pii-bench-venv/bin/python")
 RUN = 4
+REPEAT = 3  # each query's time is the best of three: the machine is shared
 MIN_DIGITS = 6
 WORD = re.compile(r"\w+")
 
@@ -83,9 +84,11 @@ def run_presidio() -> None:
     engine.analyze("warm up 555 123 4567", language="en")
 
     def redact(text: str) -> tuple[str, float]:
-        start = time.perf_counter()
-        found = engine.analyze(text, language="en")
-        spent = time.perf_counter() - start
+        spent = float("inf")
+        for _ in range(REPEAT):
+            start = time.perf_counter()
+            found = engine.analyze(text, language="en")
+            spent = min(spent, time.perf_counter() - start)
         spans = sorted((r.start, r.end) for r in found)
         pieces, last = [], 0
         for s, e in spans:
@@ -118,9 +121,11 @@ def run_ours() -> None:
     for name, rows in (("queries", load(QUERIES)), ("benign", benign_rows())):
         out = []
         for row in rows:
-            start = time.perf_counter()
-            result = sanitize(row["query"], PiiContext(country=row["country"]))
-            spent = time.perf_counter() - start
+            spent = float("inf")
+            for _ in range(REPEAT):
+                start = time.perf_counter()
+                result = sanitize(row["query"], PiiContext(country=row["country"]))
+                spent = min(spent, time.perf_counter() - start)
             out.append(
                 {
                     "sent": result.text if result.sendable else None,
@@ -187,11 +192,14 @@ def report() -> None:
     for index, row in enumerate(rows):
         disguised = row["form"] != "plain"
         for detail in row["details"]:
+            kind = detail["kind"]
+            if kind == "address" and not re.search(r"\d", detail["value"]):
+                kind = "address_without_number"  # reported, outside the target
             keys = [
-                detail["kind"],
+                kind,
                 "all",
                 "disguised" if disguised else "plain",
-                f"{detail['kind']} {'disguised' if disguised else 'plain'}",
+                f"{kind} {'disguised' if disguised else 'plain'}",
                 f"lang {row['lang'] if row['lang'] != 'en' else row['locale']}",
             ]
             total.update(keys)

@@ -24,6 +24,10 @@ from typing import TYPE_CHECKING, Final
 
 import phonenumbers
 
+from . import pii_leftovers
+from .pii_disguise import normalise, spelled_long_numbers
+from .pii_shapes import addresses, birth_dates, cards
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
@@ -39,10 +43,8 @@ ENTITY_ID: Final = "entity_id"
 NAME: Final = "name"
 SECRET: Final = "secret"  # noqa: S105 - a category name
 BANK_ACCOUNT: Final = "bank_account"
+BIRTH_DATE: Final = "birth_date"
 
-# A query that lost more than this share of its characters says too much
-# about the household even without the removed parts: it is not sent.
-MAX_REDACTED_SHARE: Final = 0.5
 MAX_QUERY_CHARS: Final = 300
 MIN_NAME_CHARS: Final = 3
 
@@ -1404,12 +1406,12 @@ class Sanitized:
 
     @property
     def sendable(self) -> bool:
-        """Tell whether enough of the query is left to be worth sending."""
-        if not _WORD.search(self.text):
-            return False
-        if not self.original_chars:
-            return False
-        return self.removed_chars / self.original_chars <= MAX_REDACTED_SHARE
+        """Tell whether a word worth searching for is left.
+
+        Only a query that was all personal details (and the words that
+        carried them, "call me on") is refused.
+        """
+        return bool(_WORD.search(self.text)) and pii_leftovers.searchable(self.text)
 
 
 class _Redactor:
@@ -1451,13 +1453,14 @@ class _Redactor:
         removed = 0
         for start, end in merged:
             pieces.append(self.text[last:start])
-            pieces.append(" ")
+            pieces.append(f" {pii_leftovers.CUT} ")
             removed += len(self.text[start:end].strip())
             last = end
         pieces.append(self.text[last:])
         # Nothing removed: the query leaves as written ("c'est grave ?",
         # "!secret"), only its blank runs collapsed.
-        text = _tidy("".join(pieces)) if merged else " ".join(self.text.split())
+        cleaned = pii_leftovers.clean("".join(pieces)).replace(pii_leftovers.CUT, " ")
+        text = _tidy(cleaned) if merged else " ".join(self.text.split())
         categories = tuple(sorted(counts))
         original = len(re.sub(r"\s+", "", self.text))
         return Sanitized(text, categories, original, removed, counts, found)
@@ -2184,9 +2187,44 @@ def _de_street(text: str, match: re.Match[str]) -> bool:
 def sanitize(query: str, context: PiiContext) -> Sanitized:
     """Remove personal data from a web query.
 
-    Raises only on a bug; callers then send nothing (fail closed).
+    The detectors run on the query and on its normalised copy (spelled
+    numbers as digits, split groups joined, "at"/"dot" as signs); what the
+    copy shows maps back to the span of the query it came from. Raises only
+    on a bug; callers then send nothing (fail closed).
     """
     text = query[:MAX_QUERY_CHARS]
+    redactor = _detect(text, context)
+    copy = normalise(text)
+    found: list[tuple[int, int, str]] = []
+    if copy.edits:
+        found.extend(
+            (start, end, category)
+            for start, end, category in _detect(copy.text, context).spans
+            if copy.touches_edit(start, end)
+        )
+    found.extend((start, end, BANK_ACCOUNT) for start, end in cards(copy.text))
+    found.extend((s, e, PHONE) for s, e in spelled_long_numbers(copy, text))
+    found.extend((start, end, ADDRESS) for start, end in addresses(copy.text))
+    found.extend((start, end, BIRTH_DATE) for start, end in birth_dates(copy.text))
+    for start, end, category in found:
+        first, last = copy.original_span(start, end)
+        if any(s <= first and last <= e for s, e, _ in redactor.spans):
+            continue
+        # Groups of digits joined in the copy are still a list, a date or an
+        # amount when the words around them say so ("Vorwahlen 0170 0171").
+        written = text[first:last]
+        if (
+            category == PHONE
+            and not any(ch.isalpha() for ch in written)
+            and _other_number(text, first, last)
+        ):
+            continue
+        redactor.add(first, last, category)
+    return redactor.result()
+
+
+def _detect(text: str, context: PiiContext) -> _Redactor:
+    """Run every detector of the original sanitizer over ``text``."""
     redactor = _Redactor(text)
     redactor.add_all(_URL_CREDENTIALS, SECRET)
     redactor.add_all(_KEY_SHAPES, SECRET)
@@ -2253,4 +2291,4 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
     )
     if (names := _name_matcher(tuple(context.names), context.country)) is not None:
         _add_names(redactor, names)
-    return redactor.result()
+    return redactor
