@@ -198,6 +198,7 @@ def report() -> None:
             keys = [
                 kind,
                 "all",
+                *(["structured (target)"] if kind != "address_without_number" else []),
                 "disguised" if disguised else "plain",
                 f"{kind} {'disguised' if disguised else 'plain'}",
                 f"lang {row['lang'] if row['lang'] != 'en' else row['locale']}",

@@ -1634,6 +1634,30 @@ def _clabe(digits: str) -> bool:
     return (10 - total % 10) % 10 == int(digits[-1])
 
 
+def _iban_length(found: str) -> int:
+    """Return how much of a matched IBAN is the IBAN.
+
+    A word after it can look like a last group ("BE57 3630 8129 7535 take"):
+    when dropping trailing groups gives valid check digits, they were not
+    part of it. Otherwise (a mistyped IBAN) all of it goes.
+    """
+    cut = len(found)
+    while cut > 0:
+        compact = re.sub(r"[ -]", "", found[:cut]).upper()
+        if compact.isalnum() and _iban_ok(compact):
+            return cut
+        space = max(found.rfind(" ", 0, cut), found.rfind("-", 0, cut))
+        if space <= 4:  # noqa: PLR2004
+            break
+        cut = space
+    return len(found)
+
+
+def _iban_ok(compact: str) -> bool:
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in moved)) % 97 == 1
+
+
 def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
     """Find IBANs, numbers named as accounts and long numbers grouped by four."""
     for match in _IBAN.finditer(text):
@@ -1642,7 +1666,7 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
             match.group(1).upper() in _IBAN_COUNTRIES
             and sum(c.isdigit() for c in compact[4:]) >= _MIN_IBAN_DIGITS
         ):
-            yield match.span()
+            yield match.start(), match.start() + _iban_length(match.group(0))
     for match in _ACCOUNT_NUMBER.finditer(text):
         number = match.group(1)
         if _CHECK_DIGIT.fullmatch(number) or (

@@ -196,7 +196,7 @@ def _joined(match: re.Match[str]) -> str:
     body = run.lstrip("+ ")
     if (
         _DATE_LIKE.fullmatch(body)
-        or _IP_LIKE.fullmatch(body)
+        or (_IP_LIKE.fullmatch(body) and all(int(g) < 256 for g in groups))  # noqa: PLR2004
         or (len(groups) == 2 and _DECIMALS.fullmatch(body))  # noqa: PLR2004
     ):
         return run

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 _WORD: Final = r"[^\W\d_][\w'’.]*(?:-[^\W\d_][\w'’.]*)*"
+# A numbered name inside a street's name: "Заводська 5-та", "Балтський 5-й".
+_NAME_WORD: Final = rf"(?:{_WORD}|\d{{1,3}}-?[^\W\d_]{{1,3}}(?!\w))"
 _PARTICLE: Final = (
     r"(?:de|del|della|di|da|das|do|dos|du|des|la|le|les|l'|d'|van|von|der|den|"
     r"het|the|of|y|e|na|u|nad|pod|pri|při)"
@@ -48,7 +50,7 @@ _NUMBER_FIRST: Final = re.compile(
 _CUE: Final = rf"(?:{alternation(WORDS.place_cues)})"
 # to Castelao 71, near Nygårdhagen 2A, en Cañada de Alcides Ugarte 44 piso 3
 _NAME_FIRST: Final = re.compile(
-    rf"(?<![\w'’])(?:{_CUE})[\s,:]+(?P<name>{_WORD}(?:\s+(?:{_PARTICLE}\s+)*{_WORD})"
+    rf"(?<![\w'’])(?:{_CUE})[\s,:]+(?P<name>{_WORD}(?:\s+(?:{_PARTICLE}\s+)*{_NAME_WORD})"
     rf"{{0,5}})(?:\s*,\s*|\s+)(?:(?:n[º°o.]|nr\.?|no\.|д\.|дом|буд\.)\s*)?"
     rf"(?P<number>{_HOUSE})(?P<unit>{_UNIT})",
     re.IGNORECASE,
@@ -134,6 +136,14 @@ def _number_free(text: str, end: int) -> bool:
     return following is not None and following.group(1).casefold() in WORDS.follow
 
 
+def _overlapping(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """Yield matches that may overlap: a rejected one must not hide the next."""
+    at = 0
+    while (match := pattern.search(text, at)) is not None:
+        yield match
+        at = match.start() + 1
+
+
 def addresses(text: str) -> Iterator[tuple[int, int]]:
     """Find a house number next to a street name, in either order."""
     for match in _NUMBER_FIRST.finditer(text):
@@ -145,10 +155,10 @@ def addresses(text: str) -> Iterator[tuple[int, int]]:
         titled = all(w[0].isupper() for w in [*words, match.group("type")])
         if titled or _CUE_BEFORE.search(text[: match.start()]):
             yield match.start(), match.end()
-    for match in _NAME_FIRST.finditer(text):
+    for match in _overlapping(_NAME_FIRST, text):
         name = match.group("name")
         words = name.split()
-        last = words[-1]
+        last = next(w for w in reversed(words) if w[0].isalpha())
         number = match.group("number")
         named = [w for w in words if not _PARTICLE_WORD.fullmatch(w)]
         if (
