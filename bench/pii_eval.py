@@ -36,7 +36,7 @@ DATA = HERE / "security"
 QUERIES = DATA / "pii28_queries.jsonl"
 # Ordinary queries: the issue #6 and #13 look-alike sets, nothing personal.
 BENIGN = ("benign_queries.jsonl", "pii13_benign_queries.jsonl")
-OUT = Path(os.environ.get("PII_BENCH_OUT", "/tmp/pii28"))
+OUT = Path(os.environ.get("PII_BENCH_OUT", "/tmp/pii28"))  # noqa: S108
 BENCH_PYTHON = os.environ.get("PII_BENCH_PYTHON", "/work/pii-bench-venv/bin/python")
 RUN = 4
 REPEAT = 3  # each query's time is the best of three: the machine is shared
@@ -92,8 +92,7 @@ def run_presidio() -> None:
         spans = sorted((r.start, r.end) for r in found)
         pieces, last = [], 0
         for s, e in spans:
-            if s < last:
-                s = last  # noqa: PLW2901
+            s = max(s, last)  # noqa: PLW2901
             if e <= s:
                 continue
             pieces.append(text[last:s] + " ")
@@ -176,7 +175,7 @@ def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
 
 
-def report() -> None:
+def report() -> None:  # noqa: PLR0912
     """Print recall per kind and form, over-redaction, refusals and p95 time."""
     rows = load(QUERIES)
     benign = benign_rows()
@@ -218,7 +217,8 @@ def report() -> None:
     print(f"{'recall':<28}{'ours':>18}{'Presidio':>18}")
     for key in sorted(total, key=lambda k: (k.startswith("lang"), k)):
         cells = [
-            f"{100 * caught[s][key] / total[key]:6.2f} % ({caught[s][key]}/{total[key]})"
+            f"{100 * caught[s][key] / total[key]:6.2f} % "
+            f"({caught[s][key]}/{total[key]})"
             for s in systems
         ]
         print(f"  {key:<26}{cells[0]:>18}  {cells[1]:>18}")
@@ -260,7 +260,7 @@ def main() -> int:
     elif step == "report":
         report()
     else:
-        subprocess.run([BENCH_PYTHON, __file__, "presidio"], check=True)
+        subprocess.run([BENCH_PYTHON, __file__, "presidio"], check=True)  # noqa: S603
         run_ours()
         report()
     return 0

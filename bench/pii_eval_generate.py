@@ -88,8 +88,10 @@ TEMPLATES = {
         "taxi from {{street_address}} to the airport price",
         "horoscope for someone born {{birthday}}",
         "pension age if I was born {{birthday}}",
-        "search the web for plumbers near me, call me on {{phone_number}} or mail "
-        "{{email}}, I live at {{street_address}}",
+        (
+            "search the web for plumbers near me, call me on {{phone_number}} or "
+            "mail {{email}}, I live at {{street_address}}"
+        ),
     ],
     "de": [
         "Klempner in der Nähe, ruf mich an unter {{phone_number}}",
@@ -108,8 +110,11 @@ TEMPLATES = {
         "Taxi von {{street_address}} zum Flughafen Preis",
         "Horoskop für jemanden geboren am {{birthday}}",
         "Rentenalter wenn ich geboren bin am {{birthday}}",
-        "such im Netz nach Klempnern in der Nähe, ruf mich an unter "
-        "{{phone_number}} oder schreib an {{email}}, ich wohne in {{street_address}}",
+        (
+            "such im Netz nach Klempnern in der Nähe, ruf mich an unter "
+            "{{phone_number}} oder schreib an {{email}}, ich wohne in "
+            "{{street_address}}"
+        ),
     ],
     "fr": [
         "plombier près de chez moi, appelez-moi au {{phone_number}}",
@@ -128,8 +133,10 @@ TEMPLATES = {
         "taxi du {{street_address}} à l'aéroport prix",
         "horoscope pour une personne née le {{birthday}}",
         "âge de la retraite si je suis né le {{birthday}}",
-        "cherche sur le web un plombier près de chez moi, appelez-moi au "
-        "{{phone_number}} ou écrivez à {{email}}, j'habite au {{street_address}}",
+        (
+            "cherche sur le web un plombier près de chez moi, appelez-moi au "
+            "{{phone_number}} ou écrivez à {{email}}, j'habite au {{street_address}}"
+        ),
     ],
     "es": [
         "fontaneros cerca de mí, llámame al {{phone_number}}",
@@ -148,8 +155,10 @@ TEMPLATES = {
         "taxi desde {{street_address}} al aeropuerto precio",
         "horóscopo para alguien nacido el {{birthday}}",
         "edad de jubilación si nací el {{birthday}}",
-        "busca en la web fontaneros cerca de mí, llámame al {{phone_number}} "
-        "o escribe a {{email}}, vivo en {{street_address}}",
+        (
+            "busca en la web fontaneros cerca de mí, llámame al {{phone_number}} "
+            "o escribe a {{email}}, vivo en {{street_address}}"
+        ),
     ],
 }
 # Streets of other conventions (house number after the name, other
@@ -323,7 +332,9 @@ def spelled_date(value: str, lang: str) -> str:
     return f"{day} {glue}{month} {tail}{year}"
 
 
-def disguise(kind: str, value: str, lang: str, rng: random.Random) -> tuple[str, str]:
+def disguise(  # noqa: PLR0911
+    kind: str, value: str, lang: str, rng: random.Random
+) -> tuple[str, str]:
     """Return (form, disguised value) for one detail, or ("", "") for none."""
     if kind == "phone":
         if rng.random() < 0.5:  # noqa: PLR2004
@@ -365,7 +376,7 @@ def row(
 
 def build() -> list[dict[str, Any]]:
     """Return every row: plain sentences and one disguised copy of each."""
-    rng = random.Random(SEED)
+    rng = random.Random(SEED)  # noqa: S311 - a data set, not a secret
     out: list[dict[str, Any]] = []
     plan = [
         (LOCALES[lang], lang, TEMPLATES[lang], PER_TEMPLATE_SET) for lang in LOCALES

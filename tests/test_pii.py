@@ -769,13 +769,33 @@ def test_words_that_only_look_like_house_names_stay(
             "wem gehört",
             "phone",
         ),
-        ("appelez le zéro six douze trente-quatre cinquante-six", "zéro", "appelez", "phone"),
-        ("llama al seis cero cero, uno dos tres, cuatro cinco seis", "seis", "llama", "phone"),
+        (
+            "appelez le zéro six douze trente-quatre cinquante-six",
+            "zéro",
+            "appelez",
+            "phone",
+        ),
+        (
+            "llama al seis cero cero, uno dos tres, cuatro cinco seis",
+            "seis",
+            "llama",
+            "phone",
+        ),
         ("who owns 0176 98 76 54 32 really", "98 76", "who owns", "phone"),
         ("reverse lookup 555, 867, 53, 09 please", "867", "reverse lookup", "phone"),
-        ("is peter.k at posteo dot de a real mailbox", "peter.k", "real mailbox", "email"),
+        (
+            "is peter.k at posteo dot de a real mailbox",
+            "peter.k",
+            "real mailbox",
+            "email",
+        ),
         ("postfach anna [at] gmx [punkt] de voll", "anna", "postfach", "email"),
-        ("courriel jean arobase free point fr ne marche pas", "jean", "courriel", "email"),
+        (
+            "courriel jean arobase free point fr ne marche pas",
+            "jean",
+            "courriel",
+            "email",
+        ),
         ("correo luis arroba correo punto es no llega", "luis", "no llega", "email"),
         ("mailbox ann(at)example(dot)org is full", "ann(at)", "mailbox", "email"),
     ],
@@ -805,7 +825,9 @@ def test_disguised_details_are_removed_from_the_query_as_written(
         ("cerrajero cerca de cuesta remigio falcó 1 apt. 86", "remigio"),
     ],
 )
-def test_street_addresses_in_every_convention_are_removed(query: str, street: str) -> None:
+def test_street_addresses_in_every_convention_are_removed(
+    query: str, street: str
+) -> None:
     """A house number next to a street name, before or after it, any case or script."""
     result = sanitize(query, CONTEXT)
     assert street.casefold() not in result.text.casefold()
@@ -880,7 +902,9 @@ def test_only_a_query_with_nothing_searchable_left_is_refused() -> None:
     )
     assert result.text == "plumbers near me"
     assert result.sendable
-    long_iban = sanitize("how long does a transfer to BE68 5390 0754 7034 take", CONTEXT)
+    long_iban = sanitize(
+        "how long does a transfer to BE68 5390 0754 7034 take", CONTEXT
+    )
     assert long_iban.sendable
     assert long_iban.text == "how long does a transfer to take"
     assert not sanitize("call me on +1 555 123 4567", CONTEXT).sendable

@@ -524,7 +524,7 @@ async def test_a_query_with_details_and_searchable_words_is_sent_without_them(
     fake_ollama: FakeOllama,
     search: FakeSearch,
 ) -> None:
-    """Issue #28's over-refusal: "plumbers near me" is searched, the details stay home."""
+    """Issue #28's over-refusal: "plumbers near me" goes out, the details stay home."""
     query = (
         "search the web for plumbers near me, call me on +1 555 123 4567 or mail "
         "ann.smith@example.com, I live at 12 Elm Street"

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 - apostrophes, signs and letters of many scripts
 """A normalised copy of a query, where disguised details take their usual shape.
 
 People write details so that a pattern does not see them, or just the way
@@ -11,6 +12,7 @@ finding on the copy maps back to the text that must go.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
@@ -88,9 +90,7 @@ def _rewrite(
     )
 
 
-def _apply(
-    current: Normalised, changes: Iterable[tuple[int, int, str]]
-) -> Normalised:
+def _apply(current: Normalised, changes: Iterable[tuple[int, int, str]]) -> Normalised:
     """Replace spans of the copy (in order, apart); keep the origins."""
     text, origins = current.text, current.origins
     pieces: list[str] = []
@@ -99,7 +99,8 @@ def _apply(
     changed: list[tuple[int, int, int]] = []  # start, end, length change
     moved = 0  # how far the copy's positions moved so far
     last = 0
-    for start, end, replacement in changes:
+    for first, stop, wanted in changes:
+        start, end, replacement = first, stop, wanted
         old = text[start:end]
         # Only what changed is an edit: "GB34 QQHU ... 90 take" keeps "take".
         while replacement and old and replacement[-1] == old[-1]:
@@ -146,7 +147,7 @@ def _number_at(
         return 1, first
     for size in range(min(_MAX_PHRASE_WORDS, len(tokens) - index), 0, -1):
         chosen = tokens[index : index + size]
-        gaps = [text[a.end() : b.start()] for a, b in zip(chosen, chosen[1:], strict=False)]
+        gaps = [text[a.end() : b.start()] for a, b in itertools.pairwise(chosen)]
         if any(not re.fullmatch(r"[\s-]+", gap) for gap in gaps):
             continue
         words = [t.group(0).casefold() for t in chosen]

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 - apostrophes, signs and letters of many scripts
 """What is left of a query once its personal details are cut out.
 
 A clause that only carried a removed detail ("call me on … or mail …",

@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001 - apostrophes, signs and letters of many scripts
 """Details found by their format's conventions, on the normalised copy.
 
 - Street addresses where a house number stands next to a street name in
@@ -178,7 +179,9 @@ def _date_like(tokens: list[str]) -> bool:
     numbers = 0
     for token in tokens:
         word = token.strip(" ,.").casefold()
-        if word in WORDS.months or re.fullmatch(r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}", word):
+        if word in WORDS.months or re.fullmatch(
+            r"\d{1,4}[./-]\d{1,2}[./-]\d{2,4}", word
+        ):
             return True
         if re.fullmatch(r"(?:19|20)\d\d", word):
             return True
