@@ -7,7 +7,10 @@ words that announce a birth date, month names, the flat and unit words after
 a street, the prepositions before a place, the words that only carried a
 removed detail ("call me on", "I live at") and the phrases that ask for a web
 search. ``pii_streets.json`` holds the street-type words of the postal
-conventions (USPS suffixes and their European counterparts).
+conventions (USPS suffixes and their European counterparts);
+``pii_lists.json`` the word lists of the original sanitizer (generic room
+words, words that are no key, IBAN countries, public resolvers, common
+declined words).
 
 They are read once, when the module is imported: Home Assistant imports a
 custom integration in its import executor, never on the event loop. The
@@ -46,6 +49,8 @@ class Words:
     street_types: tuple[str, ...]
     counted: frozenset[str]
     follow: frozenset[str]
+    # The original sanitizer's lists (pii_lists.json), each by its purpose.
+    lists: dict[str, frozenset[str]]
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -78,7 +83,7 @@ def load_words(directory: Path = DATA_DIR) -> Words:
         "search_prefixes": set(),
     }
     for path in sorted(directory.glob("pii_*.json")):
-        if path.name == "pii_streets.json":
+        if path.name in {"pii_streets.json", "pii_lists.json"}:
             continue
         data = _read(path)
         for key, target in merged.items():
@@ -89,6 +94,7 @@ def load_words(directory: Path = DATA_DIR) -> Words:
             else:
                 target.update(str(v).casefold() for v in values)
     streets = _read(directory / "pii_streets.json")
+    lists = _read(directory / "pii_lists.json")
     # Number words also written without their hyphens or spaces.
     for table in (merged["numbers"], merged["ordinals"]):
         for word, number in list(table.items()):
@@ -111,6 +117,11 @@ def load_words(directory: Path = DATA_DIR) -> Words:
         street_types=_longest_first({s.casefold() for s in streets["types"]}),
         counted=frozenset(s.casefold() for s in streets["counted"]),
         follow=frozenset(s.casefold() for s in streets["follow"]),
+        lists={
+            key: frozenset(value)
+            for key, value in lists.items()
+            if isinstance(value, list)
+        },
     )
 
 
