@@ -912,3 +912,36 @@ def test_only_a_query_with_nothing_searchable_left_is_refused() -> None:
     assert sanitize("search the web for plumbers", CONTEXT).text == (
         "search the web for plumbers"
     )
+
+
+def test_every_shipped_language_has_a_versioned_word_file() -> None:
+    """One data file per language of translations/, each with its number words."""
+    package = Path(__file__).parent.parent / "custom_components/ha_personal_assistant"
+    for translation in (package / "translations").glob("*.json"):
+        language = translation.stem.split("-")[0]
+        words = json.loads(
+            (package / "security/pii_data" / f"pii_{language}.json").read_text(
+                encoding="utf-8"
+            )
+        )
+        assert words["version"] == 1
+        assert set(range(10)) <= set(words["numbers"].values()), language
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "chi chiama dal tre tre nove, uno due tre, quattro cinque sei sette",
+        "wie belt er van nul zes een twee drie vier vijf zes zeven",
+        "kto dzwoni z numeru sześć zero jeden dwa trzy cztery pięć sześć",
+        "quem liga do nove um dois três quatro cinco seis sete oito",
+        "кто звонит с номера восемь девять один два три четыре пять шесть семь",
+        "хто дзвонить з номера нуль шість сім один два три чотири п'ять",
+        "谁打电话 一三八 一二三四 五六七八",
+    ],
+)
+def test_spelled_numbers_of_every_shipped_language_are_removed(query: str) -> None:
+    """A phone number said digit by digit leaves in none of the languages."""
+    result = sanitize(query, CONTEXT)
+    assert "phone" in result.categories, query
+    assert result.sendable

@@ -29,7 +29,11 @@ _PLUS_GAP: Final = re.compile(r"(?<=\+)\s+(?=\d)")
 _IBAN_MIN: Final = 15
 _IBAN_MAX: Final = 34
 
-_TOKEN: Final = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*|\d+")
+_IDEOGRAPH: Final = "〇一-鿿"  # one token each: Chinese writes no spaces
+_TOKEN: Final = re.compile(
+    rf"[{_IDEOGRAPH}]|(?:(?![{_IDEOGRAPH}])[^\W\d_])+"
+    rf"(?:['’-](?:(?![{_IDEOGRAPH}])[^\W\d_])+)*|\d+"
+)
 _GAP: Final = re.compile(r"\s*[,.\-/]?\s*")
 _MAX_PHRASE_WORDS: Final = 4  # "quatre vingt dix neuf"
 # Digit groups split by spaces, commas, dots or dashes: "641, 2679, 35".

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -61,6 +62,17 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+_LATIN_END: Final = 0x250  # Latin letters end before IPA extensions
+
+
+def _plain(word: str) -> str:
+    """Return a Latin word without its accents; other scripts as they are."""
+    if any(ord(ch) >= _LATIN_END for ch in word):
+        return word
+    decomposed = unicodedata.normalize("NFD", word)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def _longest_first(items: set[str]) -> tuple[str, ...]:
     return tuple(sorted(items, key=lambda s: (-len(s), s)))
 
@@ -95,11 +107,14 @@ def load_words(directory: Path = DATA_DIR) -> Words:
                 target.update(str(v).casefold() for v in values)
     streets = _read(directory / "pii_streets.json")
     lists = _read(directory / "pii_lists.json")
-    # Number words also written without their hyphens or spaces.
+    # Number words also written without their hyphens, spaces or accents
+    # ("een" for "één", "tres" for "três").
     for table in (merged["numbers"], merged["ordinals"]):
         for word, number in list(table.items()):
             for variant in (word.replace("-", " "), re.sub(r"[-\s]+", "", word)):
                 table.setdefault(variant, number)
+        for word, number in list(table.items()):
+            table.setdefault(_plain(word), number)
     return Words(
         numbers=merged["numbers"],
         ordinals=merged["ordinals"],
