@@ -321,7 +321,8 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
             )
             msg = (
                 "the search was not sent: without the personal details it "
-                f"contained ({', '.join(cleaned.categories)}) too little was left. "
+                f"contained ({', '.join(cleaned.categories)}) nothing searchable "
+                "was left. "
                 "Tell the user that searches never carry personal details and "
                 "that they can ask in general words"
             )
