@@ -750,3 +750,198 @@ def test_words_that_only_look_like_house_names_stay(
     """Declined forms that are everyday words, and room, device or family words."""
     result = sanitize(query, PiiContext(country=country, names=names))
     assert result.text == query
+
+
+# Issue #28: disguised details, found on a normalised copy and cut from the
+# query as written; each shape in more than one language.
+@pytest.mark.parametrize(
+    ("query", "gone", "kept", "category"),
+    [
+        (
+            "reverse lookup five five five one two three four five six seven",
+            "five",
+            "reverse lookup",
+            "phone",
+        ),
+        (
+            "wem gehört null eins sieben sechs, vier zwei eins acht neun",
+            "null",
+            "wem gehört",
+            "phone",
+        ),
+        (
+            "appelez le zéro six douze trente-quatre cinquante-six",
+            "zéro",
+            "appelez",
+            "phone",
+        ),
+        (
+            "llama al seis cero cero, uno dos tres, cuatro cinco seis",
+            "seis",
+            "llama",
+            "phone",
+        ),
+        ("who owns 0176 98 76 54 32 really", "98 76", "who owns", "phone"),
+        ("reverse lookup 555, 867, 53, 09 please", "867", "reverse lookup", "phone"),
+        (
+            "is peter.k at posteo dot de a real mailbox",
+            "peter.k",
+            "real mailbox",
+            "email",
+        ),
+        ("postfach anna [at] gmx [punkt] de voll", "anna", "postfach", "email"),
+        (
+            "courriel jean arobase free point fr ne marche pas",
+            "jean",
+            "courriel",
+            "email",
+        ),
+        ("correo luis arroba correo punto es no llega", "luis", "no llega", "email"),
+        ("mailbox ann(at)example(dot)org is full", "ann(at)", "mailbox", "email"),
+    ],
+)
+def test_disguised_details_are_removed_from_the_query_as_written(
+    query: str, gone: str, kept: str, category: str
+) -> None:
+    """Spelled digits, split groups and words for @ and . leave; the rest stays."""
+    result = sanitize(query, CONTEXT)
+    assert gone not in result.text
+    assert kept in result.text
+    assert category in result.categories
+    assert result.sendable
+
+
+@pytest.mark.parametrize(
+    ("query", "street"),
+    [
+        ("24 hour locksmith near, 221 baker st", "221 baker"),
+        ("taxi to 83232 Nicolas Harbor at six", "83232 Nicolas"),
+        ("pizza to 17066 heather grove apt. 915 tonight", "heather grove"),
+        ("pizza delivery to Castelao 71 tonight", "Castelao 71"),
+        ("taxi from Nygårdhagen 2A to the airport", "Nygårdhagen 2A"),
+        ("parcel for Pivovarská 1827 not delivered", "Pivovarská 1827"),
+        ("pizza delivery to Σιταίνης 31-70 tonight", "Σιταίνης 31"),
+        ("Taxi nach wittelsbacherring 12, bitte", "wittelsbacherring 12"),
+        ("cerrajero cerca de cuesta remigio falcó 1 apt. 86", "remigio"),
+    ],
+)
+def test_street_addresses_in_every_convention_are_removed(
+    query: str, street: str
+) -> None:
+    """A house number next to a street name, before or after it, any case or script."""
+    result = sanitize(query, CONTEXT)
+    assert street.casefold() not in result.text.casefold()
+    assert "address" in result.categories
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "how long to boil 7 eggs",
+        "3 wheel drive suv",
+        "upgrade from Windows 10 to 11",
+        "flights to Paris 2025",
+        "how to play level 12 of candy crush",
+        "top ten laptops of 2025",
+        "one two three four",
+        "meet at noon near the station",
+        "born in the usa lyrics",
+    ],
+)
+def test_numbers_next_to_words_that_are_no_address_pass_unchanged(query: str) -> None:
+    """Counts, versions, years and lists are not house numbers or phones."""
+    result = sanitize(query, CONTEXT)
+    assert result.text == query
+    assert result.categories == ()
+
+
+@pytest.mark.parametrize(
+    ("query", "number"),
+    [
+        ("my maestro 589959504335 was declined", "589959504335"),
+        ("refund to card 4782431565190 how many days", "4782431565190"),
+        ("diners 36737035298574 statement", "36737035298574"),
+        ("Karte 4015 9351 2962 6018 gesperrt", "4015 9351"),
+        ("transfer to GB34.QQHU.1170.7910.1411.90 take", "1170"),
+    ],
+)
+def test_cards_of_12_to_19_digits_and_split_ibans_are_removed(
+    query: str, number: str
+) -> None:
+    """A Luhn-valid card of any length, an IBAN split by dots, go."""
+    result = sanitize(query, CONTEXT)
+    assert number not in result.text
+    assert "bank_account" in result.categories
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("horoscope for someone born 12 March 1985", "horoscope for someone born"),
+        ("pension age if I was born on March 12, 1985", "pension age"),
+        ("Rentenalter wenn ich geboren bin am 24. Juni 1960", "Rentenalter"),
+        ("horoscope pour une personne née le 12/11/1970", "horoscope"),
+        ("horóscopo para alguien nacido el 3 de mayo de 1990", "horóscopo"),
+        ("born twenty-first of April nineteen eighty-five, what sign", "what sign"),
+    ],
+)
+def test_dates_of_birth_are_removed(query: str, kept: str) -> None:
+    """The date after a word for being born goes, in digits, names or words."""
+    result = sanitize(query, CONTEXT)
+    assert not re.search(r"19\d\d|eighty|1970|1960|1990", result.text)
+    assert kept in result.text
+    assert "birth_date" in result.categories
+
+
+def test_only_a_query_with_nothing_searchable_left_is_refused() -> None:
+    """Clauses that only carried a detail go; the search verb too; the rest is sent."""
+    result = sanitize(
+        "search the web for plumbers near me, call me on +1 555 123 4567 or mail "
+        "ann.smith@example.com, I live at 12 Elm Street",
+        CONTEXT,
+    )
+    assert result.text == "plumbers near me"
+    assert result.sendable
+    long_iban = sanitize(
+        "how long does a transfer to BE68 5390 0754 7034 take", CONTEXT
+    )
+    assert long_iban.sendable
+    assert long_iban.text == "how long does a transfer to take"
+    assert not sanitize("call me on +1 555 123 4567", CONTEXT).sendable
+    # Nothing removed: "search the web for" stays as written.
+    assert sanitize("search the web for plumbers", CONTEXT).text == (
+        "search the web for plumbers"
+    )
+
+
+def test_every_shipped_language_has_a_versioned_word_file() -> None:
+    """One data file per language of translations/, each with its number words."""
+    package = Path(__file__).parent.parent / "custom_components/ha_personal_assistant"
+    for translation in (package / "translations").glob("*.json"):
+        language = translation.stem.split("-")[0]
+        words = json.loads(
+            (package / "security/pii_data" / f"pii_{language}.json").read_text(
+                encoding="utf-8"
+            )
+        )
+        assert words["version"] == 1
+        assert set(range(10)) <= set(words["numbers"].values()), language
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "chi chiama dal tre tre nove, uno due tre, quattro cinque sei sette",
+        "wie belt er van nul zes een twee drie vier vijf zes zeven",
+        "kto dzwoni z numeru sześć zero jeden dwa trzy cztery pięć sześć",
+        "quem liga do nove um dois três quatro cinco seis sete oito",
+        "кто звонит с номера восемь девять один два три четыре пять шесть семь",
+        "хто дзвонить з номера нуль шість сім один два три чотири п'ять",
+        "谁打电话 一三八 一二三四 五六七八",
+    ],
+)
+def test_spelled_numbers_of_every_shipped_language_are_removed(query: str) -> None:
+    """A phone number said digit by digit leaves in none of the languages."""
+    result = sanitize(query, CONTEXT)
+    assert "phone" in result.categories, query
+    assert result.sendable

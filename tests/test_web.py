@@ -239,7 +239,8 @@ async def test_each_kind_of_personal_data_of_issue_13_stays_home(
     for words in (
         "who keeps calling me from at night",
         "how long does a transfer to take in germany",
-        "i live at, which garbage day is it",
+        # The clause that only carried the address goes with it (issue #28).
+        "which garbage day is it",
         # (The demo house has a device called "Password": that word goes too.)
         "my is is it safe enough",
         "mein Passwort ist ist das sicher genug",
@@ -462,3 +463,77 @@ async def test_web_search_off_means_no_tool_and_a_polite_no(
     assert "web_search" not in [t["function"]["name"] for t in request["tools"]]
     assert "switched off" in tool_results(request)[0]
     assert search.queries == []
+
+
+# Issue #28: details written so that a pattern would not see them.
+DISGUISED = {
+    "spelled phone": (
+        "reverse lookup five five five one two three four five six seven",
+        ("five five five", "555"),
+    ),
+    "spelled in groups": (
+        "who calls from five five five, zero one nine nine every night",
+        ("five five five", "zero one nine nine"),
+    ),
+    "email in words": ("is peter.k at posteo dot de a real mailbox", ("peter.k",)),
+    "email bracketed": ("mailbox ann[at]example(dot)org is full", ("ann[at]",)),
+    "address with unit": ("24 hour locksmith near, 221 baker st apt 4", ("221 baker",)),
+    "split card": ("refund to card 4782 4315 6519 0 how many days", ("4782",)),
+    "birth date": ("pension age if I was born 12 March 1985", ("1985", "12 March")),
+}
+
+
+async def test_a_gullible_model_searching_disguised_details_sends_none_of_them(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    search: FakeSearch,
+) -> None:
+    """The model searches each disguised detail; ddgs receives the query without it."""
+    queries = [query for query, _ in DISGUISED.values()]
+    fake_ollama.tool_calls([("web_search", {"query": q}) for q in queries]).reply(
+        "Here is what I found."
+    )
+    await telegram.send_text("Please search these for me")
+    await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+
+    # The attack happened: every call was issued and reached the tool.
+    audit = _audit(assistant)
+    assert len(audit) == len(queries)
+    assert [row[4] for row in audit] == ["sent"] * len(queries)
+    assert len(search.queries) == len(queries)
+    sent = "\n".join(search.queries).casefold()
+    for query, values in DISGUISED.values():
+        for value in values:
+            assert value.casefold() not in sent, query
+    assert not re.search(r"\d{4}", sent)
+    # The searchable words went out, and the audit stores only what was sent.
+    assert "reverse lookup" in search.queries
+    assert "24 hour locksmith near" in search.queries
+    assert "pension age if I was born" in search.queries
+    assert [row[2] for row in audit] == search.queries
+    categories = {c for row in audit for c in row[3].split(",") if c}
+    assert categories == {"address", "bank_account", "birth_date", "email", "phone"}
+
+
+async def test_a_query_with_details_and_searchable_words_is_sent_without_them(
+    hass: HomeAssistant,
+    assistant: MockConfigEntry,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    search: FakeSearch,
+) -> None:
+    """Issue #28's over-refusal: "plumbers near me" goes out, the details stay home."""
+    query = (
+        "search the web for plumbers near me, call me on +1 555 123 4567 or mail "
+        "ann.smith@example.com, I live at 12 Elm Street"
+    )
+    await _search_via_telegram(telegram, fake_ollama, query)
+
+    assert search.queries == ["plumbers near me"]
+    ((_, _, stored, categories, outcome, results),) = _audit(assistant)
+    assert (stored, outcome, results) == ("plumbers near me", "sent", 2)
+    assert set(categories.split(",")) == {"address", "email", "phone"}
+    result = tool_results(fake_ollama.chat_requests[-1])[0]
+    assert "Searched for: plumbers near me" in result

@@ -14,18 +14,30 @@ raises, nothing is sent.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import math
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import phonenumbers
 
+from . import pii_leftovers
+from .pii_disguise import normalise, spelled_long_numbers
+from .pii_names import (
+    LETTERS,
+    MIN_NAME_CHARS,
+    NameMatcher,
+    fold,
+    name_matcher,
+    named_tokens,
+)
+from .pii_secrets import said_secrets
+from .pii_shapes import addresses, birth_dates, cards
+from .pii_words import WORDS
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
 # Categories, as stored in search_audit_log and shown by /searchlog.
 PHONE: Final = "phone"
@@ -39,12 +51,9 @@ ENTITY_ID: Final = "entity_id"
 NAME: Final = "name"
 SECRET: Final = "secret"  # noqa: S105 - a category name
 BANK_ACCOUNT: Final = "bank_account"
+BIRTH_DATE: Final = "birth_date"
 
-# A query that lost more than this share of its characters says too much
-# about the household even without the removed parts: it is not sent.
-MAX_REDACTED_SHARE: Final = 0.5
 MAX_QUERY_CHARS: Final = 300
-MIN_NAME_CHARS: Final = 3
 
 _EMAIL: Final = re.compile(
     r"(?<![\w.+-])[\w.+-]{1,64}@(?:[\w-]{1,63}\.)+[a-z]{2,24}\b", re.IGNORECASE
@@ -327,473 +336,6 @@ _LOWER_ADDRESSES: Final = (
         re.IGNORECASE,
     ),
 )
-# A password, PIN or door code the user says is theirs: "my password is
-# hunter2", "mein Passwort ist ...", "the alarm code is 7391", "is Tr0ub4dor&3
-# a strong password". The value goes; the words around it stay.
-_PW_WORDS: Final = (
-    r"(?:passwords?|passwd|passphrase|passcode|pass\s+code|pwd|pw|passwort|"
-    r"kennwort|mot\s+de\s+passe|mdp|contraseña|contrasena|clave|senha|"
-    r"parola\s+d'ordine|hasło|haslo|пароль|wachtwoord|lösenord|losenord|"
-    r"adgangskode|passord|salasana|jelszó|heslo|şifre|sifre|密码|密碼|パスワード|"
-    r"비밀번호|(?:wi-?fi|wlan|wpa2?|network|netzwerk)[\s-]?(?:key|schlüssel)|"
-    r"clé\s+(?:wi-?fi|wpa)|psk)"
-)
-# PIN and code are secret only when they are someone's or something's:
-# "my pin", "the door code", "code de la porte", never "area code 212".
-_CODE_WORD: Final = (
-    r"(?:pin(?:\s*code|\s*number)?|pin-code|pincode|pinkod|pinkode|code|codice|"
-    r"código|codigo|kod|код|digicode|türcode|tuercode|torcode|alarmcode|"
-    r"zugangscode|sicherheitscode|passcode|nip|puk[12]?(?:-?code)?|pin码|暗证码)"
-)
-# Codes that are always someone's secret: a door code, a SIM's PUK.
-_SELF_CODE_WORD: Final = re.compile(
-    r"digicode|türcode|tuercode|torcode|alarmcode|zugangscode|sicherheitscode|"
-    r"passcode|puk[12]?(?:-?code)?",
-    re.IGNORECASE,
-)
-# "the code is 4821", "der Code ist 4821", "le code est 4821": a code stated
-# as such is a secret even without whose it is.
-_ARTICLE_BEFORE: Final = re.compile(
-    r"(?:^|(?<![\w'’])(?:the|this|that|der|die|das|dieser|diese|le|la|ce|el|"
-    r"este|esta|il|lo|questo|o|a|este|esse|het|de|deze))\s+$",
-    re.IGNORECASE,
-)
-_MIN_STATED_CODE_DIGITS: Final = 4
-_MIN_PUK_DIGITS: Final = 4  # a PUK has 8; "PUK 2" is the second PUK
-_KEY_OWNER: Final = re.compile(
-    r"(?<!\w)(?:my|our|mine|his|her|their|mein\w*|unser\w*|mon|ma|mes|notre|nos|"
-    r"mi|mis|nuestr\w+|mio|mia|mie|miei|nostr\w+|mój|moj\w*|nasz\w*|мой|моя|моё|"
-    r"мои|наш\w*|mijn|onze|ons|mitt|min|mina|vår|vårt|minha|meu|nossa|nosso|"
-    r"door|gate|garage|alarm|keypad|lock|safe|bank|card|debit|credit|sim|phone|"
-    r"mobile|handy|natel|móvil|celular|telemóvel|portable|telefon|telefono|"
-    r"wifi|wi-fi|wlan|router|access|entry|security|building|front|"
-    r"tür|haustür|tor|garagentor|alarmanlage|tresor|karte|bankkarte|"
-    r"porte|portail|alarme|carte|coffre|puerta|portón|alarma|tarjeta|caja|"
-    r"porta|portone|cancello|allarme|carta|cassaforte|drzwi|bramy|brama|"
-    r"alarmu|karty|sejfu|домофона|двери|ворот|сигнализации|карты|сейфа|"
-    r"deur|poort|kaart|dörr|port|kort|larm|porta|portão|cartão|"
-    r"我的|门|卡)(?!\w)",
-    re.IGNORECASE,
-)
-# Codes that name something public, not a secret: "sort code 40-11-62",
-# "area code", "zip code", "error code", "bank code".
-_PUBLIC_CODE: Final = re.compile(
-    r"(?<!\w)(?:sort|area|zip|post|postal|error|status|country|bar|promo|"
-    r"discount|coupon|voucher|qr|source|tracking|dial(?:l)?ing|region|language|"
-    r"currency|colou?r|hex|ascii|unicode|exit|return|fault|diagnostic|obd|dtc|"
-    r"product|iata|icao|airport|swift|bic|branch|routing|transit|morse|"
-    r"response|http)[\s-]*$",
-    re.IGNORECASE,
-)
-_LATIN_BOUNDARY: Final = r"A-Za-z0-9À-ɏ"
-_KEY_WORD: Final = re.compile(
-    rf"(?<![{_LATIN_BOUNDARY}])(?:({_PW_WORDS})|({_CODE_WORD}))"
-    rf"(?![{_LATIN_BOUNDARY}])",
-    re.IGNORECASE,
-)
-# "code for the gate", "code de la porte", "kod do bramy", "код от домофона"
-# "PIN der Alarmanlage", "senha do portão", "código de la puerta del garaje":
-# one or two such links.
-_KEY_LINK: Final = (
-    r"\s+(?:(?:for|of|to|on|für|zum|zur|vom|von|der|de\s+la|del|della|dello|"
-    r"delle|dei|degli|di|des|de|du|do|dos|das|dla|da|al|от|для|van|voor|till|"
-    r"för)\s+|d'|de\s+l'|dell')"
-    r"(?:(?:the|my|our|das|die|der|den|dem|la|le|les|el|il|mi|mon|ma|het|de)\s+"
-    r"|l')?[\w'’-]+"
-)
-# "code alarme 6402", "hasło do brokera mqtt ...": words naming what the code
-# or password is for, right before its value, without "is".
-_KEY_BARE_QUALIFIER: Final = r"(?:\s+[^\W\d_][\w'’-]*){1,2}\s+"
-# "mot de passe wifi : ...", "contraseña wifi = ...": a word naming what the
-# password is for, then an explicit "is" or colon.
-_KEY_QUALIFIER: Final = r"\s+[\w'’-]+(?=\s*(?:[:=]|is\s|est\s|es\s|ist\s|è\s|to\s))"
-_KEY_IS: Final = (
-    r"(?:\s*(?P<is>(?:is|are|was|ist|lautet|war|heißt|est|c'est|es|era|è|é|to|"
-    r"jest|это|är|er|on|set\s+to|changed\s+to|is\s+now|ist\s+jetzt)(?!\w)"
-    r"|[:=–—-]|是|为|為|は|는)\s*|\s+)"
-)
-_KEY_VALUE: Final = (
-    r"(?P<value>\"[^\"]{1,64}\"|'[^']{1,64}'|«[^»]{1,64}»|„[^“”]{1,64}[“”]"
-    r"|[^\s\"'«„,;\u3000-\u9fff\uac00-\ud7af]{1,64}"
-    r"(?<![.,;:?)\u3000-\u9fff\uac00-\ud7af]))"
-)
-_PLAIN_FORM: Final = 0  # "password is ...", "password: ..."
-_LINKED_FORM: Final = 1  # with one or two links ("code de la porte")
-_QUALIFIED: Final = 2  # with a qualifier word and "is" or a colon
-_BARE: Final = 3  # with a qualifier and no "is" ("code alarme 6402")
-# The forms in the order they are tried; one link before two, so "kod do
-# bramy to 2468" reads "to" as "is", not as a second link.
-_KEY_AFTER: Final = (
-    (_PLAIN_FORM, re.compile(_KEY_IS + _KEY_VALUE, re.IGNORECASE)),
-    (_LINKED_FORM, re.compile(_KEY_LINK + _KEY_IS + _KEY_VALUE, re.IGNORECASE)),
-    (
-        _LINKED_FORM,
-        re.compile(_KEY_LINK + _KEY_LINK + _KEY_IS + _KEY_VALUE, re.IGNORECASE),
-    ),
-    (_QUALIFIED, re.compile(_KEY_QUALIFIER + _KEY_IS + _KEY_VALUE, re.IGNORECASE)),
-    (_BARE, re.compile(_KEY_BARE_QUALIFIER + _KEY_VALUE, re.IGNORECASE)),
-    (
-        _BARE,
-        re.compile(
-            rf"(?P<link>{_KEY_LINK}){_KEY_BARE_QUALIFIER}{_KEY_VALUE}", re.IGNORECASE
-        ),
-    ),
-    (
-        _BARE,
-        re.compile(
-            rf"(?P<link>{_KEY_LINK}{_KEY_LINK}){_KEY_BARE_QUALIFIER}{_KEY_VALUE}",
-            re.IGNORECASE,
-        ),
-    ),
-)
-_MIN_BARE_KEY_CHARS: Final = 4
-# "is Tr0ub4dor&3 a strong password", "use hunter2 as my password"
-_KEY_BEFORE_WORD: Final = re.compile(
-    rf"(?<!\w)(?:is|use|using|ist|nehme|est|utiliser|es|usar|czy|jest|как|är)\s+"
-    rf"{_KEY_VALUE}\s+(?P<between>(?:[\w'’-]+\s+){{0,5}}?)(?:{_PW_WORDS}|pin)(?!\w)",
-    re.IGNORECASE,
-)
-# "is bluepanda77 a strong enough wifi password": more than three words
-# between only for a value that looks chosen as a password.
-_MAX_WORDS_BETWEEN: Final = 3
-# After "my password is": words that describe it instead of being it.
-_NOT_A_KEY: Final = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "my",
-        "your",
-        "our",
-        "this",
-        "that",
-        "it",
-        "its",
-        "not",
-        "no",
-        "none",
-        "too",
-        "very",
-        "so",
-        "just",
-        "still",
-        "also",
-        "now",
-        "already",
-        "again",
-        "same",
-        "different",
-        "new",
-        "old",
-        "wrong",
-        "incorrect",
-        "invalid",
-        "expired",
-        "correct",
-        "right",
-        "required",
-        "needed",
-        "optional",
-        "missing",
-        "empty",
-        "blank",
-        "weak",
-        "strong",
-        "safe",
-        "secure",
-        "unsafe",
-        "insecure",
-        "long",
-        "short",
-        "case",
-        "sensitive",
-        "forgotten",
-        "lost",
-        "stolen",
-        "leaked",
-        "compromised",
-        "hacked",
-        "changed",
-        "reset",
-        "saved",
-        "stored",
-        "shown",
-        "hidden",
-        "locked",
-        "blocked",
-        "working",
-        "accepted",
-        "rejected",
-        "ok",
-        "okay",
-        "fine",
-        "good",
-        "bad",
-        "simple",
-        "easy",
-        "hard",
-        "what",
-        "which",
-        "where",
-        "how",
-        "why",
-        "who",
-        "when",
-        "if",
-        "and",
-        "or",
-        "but",
-        "for",
-        "of",
-        "to",
-        "in",
-        "on",
-        "at",
-        "by",
-        "with",
-        "from",
-        "set",
-        "being",
-        "be",
-        "been",
-        "there",
-        "here",
-        "enough",
-        "only",
-        "falsch",
-        "abgelaufen",
-        "nicht",
-        "kein",
-        "keine",
-        "zu",
-        "richtig",
-        "ungültig",
-        "vergessen",
-        "weg",
-        "leer",
-        "sicher",
-        "unsicher",
-        "geändert",
-        "gesperrt",
-        "gespeichert",
-        "das",
-        "der",
-        "die",
-        "ein",
-        "eine",
-        "mein",
-        "meine",
-        "lang",
-        "kurz",
-        "faux",
-        "fausse",
-        "invalide",
-        "expiré",
-        "expirée",
-        "oublié",
-        "oubliée",
-        "trop",
-        "pas",
-        "correcte",
-        "vide",
-        "sûr",
-        "bloqué",
-        "le",
-        "la",
-        "les",
-        "un",
-        "une",
-        "mon",
-        "ma",
-        "incorrecta",
-        "incorrecto",
-        "inválida",
-        "inválido",
-        "caducada",
-        "caducado",
-        "olvidada",
-        "olvidado",
-        "muy",
-        "demasiado",
-        "correcta",
-        "correcto",
-        "vacía",
-        "segura",
-        "seguro",
-        "el",
-        "mi",
-        "sbagliata",
-        "sbagliato",
-        "errata",
-        "errato",
-        "scaduta",
-        "scaduto",
-        "non",
-        "troppo",
-        "corretta",
-        "corretto",
-        "vuota",
-        "sicura",
-        "sicuro",
-        "il",
-        "nieprawidłowe",
-        "nieprawidłowy",
-        "błędne",
-        "błędny",
-        "złe",
-        "zły",
-        "nie",
-        "za",
-        "poprawne",
-        "poprawny",
-        "puste",
-        "bezpieczne",
-        "zablokowane",
-        "moje",
-        "mój",
-        "неверный",
-        "неправильный",
-        "не",
-        "слишком",
-        "верный",
-        "правильный",
-        "пустой",
-        "простой",
-        "надёжный",
-        "надежный",
-        "заблокирован",
-        "мой",
-        "onjuist",
-        "fout",
-        "verlopen",
-        "niet",
-        "te",
-        "juist",
-        "leeg",
-        "veilig",
-        "mijn",
-        "fel",
-        "inte",
-        "för",
-        "rätt",
-        "tom",
-        "säker",
-        "mitt",
-        "incorreta",
-        "incorreto",
-        "errada",
-        "errado",
-        "não",
-        "muito",
-        "vazia",
-        "minha",
-    ]
-)
-
-
-def _plain_word(value: str) -> bool:
-    return value.isalpha() and value.islower()
-
-
-def _word_like(value: str) -> bool:
-    """Tell a word of the sentence ("tp-link", "Fritzbox") from a password."""
-    return re.fullmatch(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*", value) is not None and (
-        value.islower() or value[1:].islower()
-    )
-
-
-def _password_shaped(value: str) -> bool:
-    """Tell a value that looks chosen as a password: letters with digits or signs."""
-    return len(value) >= _MIN_BARE_KEY_CHARS and not _word_like(value)
-
-
-def _code_value(
-    text: str, word: re.Match[str], after: re.Match[str], *, bare: bool
-) -> bool:
-    """Tell whether what follows a PIN or code word is its value.
-
-    It has a digit and is someone's or something's ("my pin", "code alarme",
-    "PIN der Alarmanlage"), a code that is always secret (digicode, PUK), or
-    a code stated as such ("der Code ist 3058"); never a code that names
-    something public ("sort code", "area code").
-    """
-    value = after.group("value")
-    code = word.group(2)
-    digits = sum(c.isdigit() for c in value)
-    if not digits or (code.casefold().startswith("puk") and digits < _MIN_PUK_DIGITS):
-        return False
-    if not code.casefold().startswith("pin") and _PUBLIC_CODE.search(
-        text[max(0, word.start() - 16) : word.start()]
-    ):
-        return False
-    if bare:
-        # Without "is", the words between name what the code opens:
-        # "code alarme 6402", never "my code review 2024".
-        return _KEY_OWNER.search(text[word.end() : after.start("value")]) is not None
-    owner = text[max(0, word.start() - 24) : after.start("value")]
-    if _KEY_OWNER.search(owner) or _SELF_CODE_WORD.fullmatch(code):
-        return True
-    return (
-        "is" in after.re.groupindex
-        and after.group("is") is not None
-        and sum(c.isdigit() for c in value) >= _MIN_STATED_CODE_DIGITS
-        and _ARTICLE_BEFORE.search(text[max(0, word.start() - 12) : word.start()])
-        is not None
-    )
-
-
-def _secret_value(
-    text: str, word: re.Match[str], after: re.Match[str], form: int
-) -> bool:
-    """Tell whether what follows "password" or "door code" is its value."""
-    value = after.group("value")
-    bare = value.strip("\"'«»„“”").casefold()
-    if bare in _NOT_A_KEY or bare.strip("!?.") in _NOT_A_KEY:
-        return False
-    if value[0] in "\"'«„" and form != _BARE:
-        return True
-    if form == _QUALIFIED and _plain_word(value):
-        # "password manager is bitwarden": the word was not a qualifier.
-        return False
-    if word.group(2) is not None:
-        return _code_value(text, word, after, bare=form == _BARE)
-    return _password_value(after, form)
-
-
-def _password_value(after: re.Match[str], form: int) -> bool:
-    """Tell whether what follows the word password (and its links) is its value."""
-    value = after.group("value")
-    if form == _BARE:
-        # "hasło do brokera mqtt zaq1@WSX": after a link and a qualifier,
-        # without "is", only a value that looks chosen as a password.
-        return "link" in after.re.groupindex and _password_shaped(value)
-    if form == _LINKED_FORM and after.group("is") is None:
-        # "hasło do routera tp-link", "password for windows 11": without
-        # "is", the words after the link may still name the thing.
-        return _password_shaped(value)
-    # "password manager", "wifi password qr code": without "is", a plain word
-    # after the word password is the next word of the sentence.
-    return after.group("is") is not None or not _plain_word(value)
-
-
-def _said_secrets(text: str) -> Iterator[tuple[int, int]]:
-    """Find the values of passwords, PINs and codes said in the query."""
-    for word in _KEY_WORD.finditer(text):
-        for form, pattern in _KEY_AFTER:
-            after = pattern.match(text, word.end())
-            if after is not None and _secret_value(text, word, after, form):
-                yield after.span("value")
-                break
-    for match in _KEY_BEFORE_WORD.finditer(text):
-        value = match.group("value")
-        if value.strip("\"'«»„“”").casefold() in _NOT_A_KEY:
-            continue
-        if len(match.group("between").split()) <= _MAX_WORDS_BETWEEN or (
-            _password_shaped(value) and any(c.isdigit() for c in value)
-        ):
-            yield match.span("value")
-
-
 # Phone shapes the library may miss without the right region.
 _PHONE_FALLBACK: Final = re.compile(
     r"(?<![\w+])(?:\+|00)\d{1,3}[\s./-]?(?:\(\d{1,4}\)[\s./-]?)?\d{2,4}(?:[\s./-]?\d{2,4}){1,4}(?!\d)"
@@ -880,102 +422,7 @@ _MIN_CUED_DIGITS: Final = 5  # small towns have 5-digit local numbers
 _MAX_PHONE_DIGITS: Final = 15  # E.164
 # Bank account numbers: IBANs, compact or grouped, of the countries that use
 # them; and long numbers written in groups of four (cards, national accounts).
-_IBAN_COUNTRIES: Final = frozenset(
-    [
-        "AD",
-        "AE",
-        "AL",
-        "AT",
-        "AZ",
-        "BA",
-        "BE",
-        "BG",
-        "BH",
-        "BI",
-        "BR",
-        "BY",
-        "CH",
-        "CR",
-        "CY",
-        "CZ",
-        "DE",
-        "DJ",
-        "DK",
-        "DO",
-        "DZ",
-        "EE",
-        "EG",
-        "ES",
-        "FI",
-        "FK",
-        "FO",
-        "FR",
-        "GB",
-        "GE",
-        "GI",
-        "GL",
-        "GR",
-        "GT",
-        "HR",
-        "HU",
-        "IE",
-        "IL",
-        "IQ",
-        "IS",
-        "IT",
-        "JO",
-        "KW",
-        "KZ",
-        "LB",
-        "LC",
-        "LI",
-        "LT",
-        "LU",
-        "LV",
-        "LY",
-        "MA",
-        "MC",
-        "MD",
-        "ME",
-        "MK",
-        "MN",
-        "MR",
-        "MT",
-        "MU",
-        "MZ",
-        "NI",
-        "NL",
-        "NO",
-        "OM",
-        "PK",
-        "PL",
-        "PS",
-        "PT",
-        "QA",
-        "RO",
-        "RS",
-        "RU",
-        "SA",
-        "SC",
-        "SD",
-        "SE",
-        "SI",
-        "SK",
-        "SM",
-        "SN",
-        "SO",
-        "ST",
-        "SV",
-        "TL",
-        "TN",
-        "TR",
-        "UA",
-        "VA",
-        "VG",
-        "XK",
-        "YE",
-    ]
-)
+_IBAN_COUNTRIES: Final = WORDS.lists["iban_countries"]
 _IBAN: Final = re.compile(
     r"(?<![\w])([a-z]{2})\d{2}(?:[ -]?[a-z0-9]{4}){2,7}(?:[ -]?[a-z0-9]{1,4})?(?!\w)",
     re.IGNORECASE,
@@ -1020,361 +467,6 @@ _SERVICE: Final = re.compile(
     re.IGNORECASE,
 )
 
-# Names made only of these words identify no household ("Kitchen", "Home",
-# "Living Room"); removing them from queries would only spoil searches.
-GENERIC_WORDS: Final = frozenset(
-    [
-        "home",
-        "work",
-        "school",
-        "office",
-        "kitchen",
-        "living",
-        "dining",
-        "room",
-        "bedroom",
-        "bathroom",
-        "bath",
-        "toilet",
-        "hall",
-        "hallway",
-        "corridor",
-        "garage",
-        "garden",
-        "yard",
-        "backyard",
-        "front",
-        "back",
-        "porch",
-        "patio",
-        "terrace",
-        "balcony",
-        "basement",
-        "cellar",
-        "attic",
-        "loft",
-        "upstairs",
-        "downstairs",
-        "ground",
-        "first",
-        "second",
-        "third",
-        "floor",
-        "study",
-        "library",
-        "guest",
-        "kids",
-        "kid",
-        "children",
-        "nursery",
-        "laundry",
-        "utility",
-        "pantry",
-        "closet",
-        "storage",
-        "shed",
-        "driveway",
-        "entrance",
-        "entry",
-        "stairs",
-        "staircase",
-        "lounge",
-        "den",
-        "family",
-        "master",
-        "main",
-        "lights",
-        "light",
-        "lamp",
-        "lamps",
-        "door",
-        "doors",
-        "window",
-        "windows",
-        "lock",
-        "locks",
-        "sensor",
-        "sensors",
-        "thermostat",
-        "heating",
-        "heater",
-        "cooling",
-        "fan",
-        "tv",
-        "television",
-        "speaker",
-        "speakers",
-        "plug",
-        "socket",
-        "switch",
-        "camera",
-        "cameras",
-        "alarm",
-        "siren",
-        "blind",
-        "blinds",
-        "shade",
-        "shades",
-        "curtain",
-        "curtains",
-        "cover",
-        "covers",
-        "gate",
-        "valve",
-        "vacuum",
-        "robot",
-        "fridge",
-        "freezer",
-        "oven",
-        "stove",
-        "washer",
-        "dryer",
-        "dishwasher",
-        "kettle",
-        "coffee",
-        "machine",
-        "printer",
-        "router",
-        "phone",
-        "tablet",
-        "computer",
-        "laptop",
-        "desk",
-        "bed",
-        "ceiling",
-        "wall",
-        "table",
-        "outdoor",
-        "indoor",
-        "outside",
-        "inside",
-        "left",
-        "right",
-        "north",
-        "south",
-        "east",
-        "west",
-        "upper",
-        "lower",
-        "big",
-        "small",
-        "new",
-        "old",
-        "the",
-        "of",
-        "and",
-        "de",
-        "der",
-        "die",
-        "das",
-        "la",
-        "le",
-        "el",
-        "my",
-        "our",
-        "sun",
-        "moon",
-        "weather",
-        "forecast",
-        "temperature",
-        "humidity",
-        "power",
-        "energy",
-        "water",
-        "gas",
-        "battery",
-        "motion",
-        "presence",
-        "door_sensor",
-        "zone",
-        "area",
-        "all",
-        "none",
-        "iphone",
-        "ipad",
-        "galaxy",
-        "pixel",
-        "echo",
-        "nest",
-        "hue",
-        "sonos",
-        "alexa",
-        "google",
-        "apple",
-        "samsung",
-        "macbook",
-        "homepod",
-        "chromecast",
-        "roku",
-        "kindle",
-        "android",
-        "watch",
-        # Accounts of services and apps that users create in Home Assistant
-        # ("mqtt" for the broker, "kiosk" for a wall display): no person.
-        "admin",
-        "administrator",
-        "owner",
-        "user",
-        "users",
-        "guests",
-        "visitor",
-        "service",
-        "system",
-        "test",
-        "demo",
-        "api",
-        "bot",
-        "assistant",
-        "personal",
-        "telegram",
-        "mqtt",
-        "kiosk",
-        "dashboard",
-        "display",
-        "panel",
-        "frigate",
-        "node-red",
-        "nodered",
-        "node",
-        "red",
-        "esphome",
-        "zigbee2mqtt",
-        "zigbee",
-        "z-wave",
-        "zwave",
-        "homebridge",
-        "hass",
-        "homeassistant",
-        "home-assistant",
-        "appdaemon",
-        "grafana",
-        "influxdb",
-        "backup",
-        "music",
-        "cloud",
-        "remote",
-        "tts",
-        # The same words in other languages: devices and rooms ("Telefon
-        # Tomka", "Chambre de Léa") and family roles ("Babcia Halina",
-        # "Abuela Carmen"). The name after them identifies; they do not.
-        "telefon",
-        "telefono",
-        "téléphone",
-        "telephone",
-        "handy",
-        "natel",
-        "gsm",
-        "móvil",
-        "movil",
-        "celular",
-        "telemóvel",
-        "telemovel",
-        "portable",
-        "smartphone",
-        "tablette",
-        "ordinateur",
-        "ordenador",
-        "computador",
-        "komputer",
-        "fernseher",
-        "télé",
-        "zimmer",
-        "schlafzimmer",
-        "wohnzimmer",
-        "kinderzimmer",
-        "küche",
-        "bad",
-        "chambre",
-        "salon",
-        "cuisine",
-        "kamer",
-        "slaapkamer",
-        "keuken",
-        "badkamer",
-        "habitación",
-        "habitacion",
-        "cuarto",
-        "dormitorio",
-        "cocina",
-        "salón",
-        "quarto",
-        "cozinha",
-        "sala",
-        "camera",
-        "cucina",
-        "soggiorno",
-        "bagno",
-        "pokój",
-        "pokoj",
-        "kuchnia",
-        "sypialnia",
-        "łazienka",
-        "baño",
-        "banheiro",
-        "sovrum",
-        "kök",
-        "grandma",
-        "grandpa",
-        "granny",
-        "grandad",
-        "gran",
-        "nana",
-        "nanny",
-        "pop",
-        "oma",
-        "opa",
-        "omi",
-        "opi",
-        "grosi",
-        "grossmami",
-        "grossvati",
-        "mamie",
-        "papi",
-        "papy",
-        "bomma",
-        "bompa",
-        "nonna",
-        "nonno",
-        "abuela",
-        "abuelo",
-        "abuelita",
-        "abuelito",
-        "avó",
-        "avô",
-        "vó",
-        "vô",
-        "tía",
-        "tío",
-        "tia",
-        "tio",
-        "babcia",
-        "dziadek",
-        "ciocia",
-        "wujek",
-        "бабушка",
-        "дедушка",
-        "mama",
-        "papa",
-        "mom",
-        "dad",
-        "mum",
-        "mutti",
-        "vati",
-        "maman",
-        "mamá",
-        "papá",
-        "mãe",
-        "pai",
-        "mamma",
-        "babbo",
-        "tante",
-        "onkel",
-        "gardienne",
-        "nounou",
-        "niñera",
-        "babysitter",
-    ]
-)
 _WORD: Final = re.compile(r"[^\W\d_][\w'’-]*")
 
 
@@ -1404,12 +496,12 @@ class Sanitized:
 
     @property
     def sendable(self) -> bool:
-        """Tell whether enough of the query is left to be worth sending."""
-        if not _WORD.search(self.text):
-            return False
-        if not self.original_chars:
-            return False
-        return self.removed_chars / self.original_chars <= MAX_REDACTED_SHARE
+        """Tell whether a word worth searching for is left.
+
+        Only a query that was all personal details (and the words that
+        carried them, "call me on") is refused.
+        """
+        return bool(_WORD.search(self.text)) and pii_leftovers.searchable(self.text)
 
 
 class _Redactor:
@@ -1451,13 +543,14 @@ class _Redactor:
         removed = 0
         for start, end in merged:
             pieces.append(self.text[last:start])
-            pieces.append(" ")
+            pieces.append(f" {pii_leftovers.CUT} ")
             removed += len(self.text[start:end].strip())
             last = end
         pieces.append(self.text[last:])
         # Nothing removed: the query leaves as written ("c'est grave ?",
         # "!secret"), only its blank runs collapsed.
-        text = _tidy("".join(pieces)) if merged else " ".join(self.text.split())
+        cleaned = pii_leftovers.clean("".join(pieces)).replace(pii_leftovers.CUT, " ")
+        text = _tidy(cleaned) if merged else " ".join(self.text.split())
         categories = tuple(sorted(counts))
         original = len(re.sub(r"\s+", "", self.text))
         return Sanitized(text, categories, original, removed, counts, found)
@@ -1631,6 +724,30 @@ def _clabe(digits: str) -> bool:
     return (10 - total % 10) % 10 == int(digits[-1])
 
 
+def _iban_length(found: str) -> int:
+    """Return how much of a matched IBAN is the IBAN.
+
+    A word after it can look like a last group ("BE57 3630 8129 7535 take"):
+    when dropping trailing groups gives valid check digits, they were not
+    part of it. Otherwise (a mistyped IBAN) all of it goes.
+    """
+    cut = len(found)
+    while cut > 0:
+        compact = re.sub(r"[ -]", "", found[:cut]).upper()
+        if compact.isalnum() and _iban_ok(compact):
+            return cut
+        space = max(found.rfind(" ", 0, cut), found.rfind("-", 0, cut))
+        if space <= 4:  # noqa: PLR2004
+            break
+        cut = space
+    return len(found)
+
+
+def _iban_ok(compact: str) -> bool:
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in moved)) % 97 == 1
+
+
 def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
     """Find IBANs, numbers named as accounts and long numbers grouped by four."""
     for match in _IBAN.finditer(text):
@@ -1639,7 +756,7 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
             match.group(1).upper() in _IBAN_COUNTRIES
             and sum(c.isdigit() for c in compact[4:]) >= _MIN_IBAN_DIGITS
         ):
-            yield match.span()
+            yield match.start(), match.start() + _iban_length(match.group(0))
     for match in _ACCOUNT_NUMBER.finditer(text):
         number = match.group(1)
         if _CHECK_DIGIT.fullmatch(number) or (
@@ -1663,50 +780,7 @@ def _bank_accounts(text: str) -> Iterator[tuple[int, int]]:
 # nobody's machine. Google, Cloudflare (and its family filters), Quad9,
 # OpenDNS, AdGuard, CleanBrowsing, Level3, DNS.WATCH, Comodo, Yandex, Mullvad.
 _PUBLIC_RESOLVERS: Final = frozenset(
-    ipaddress.ip_address(address)
-    for address in (
-        "8.8.8.8",
-        "8.8.4.4",
-        "1.1.1.1",
-        "1.0.0.1",
-        "1.1.1.2",
-        "1.0.0.2",
-        "1.1.1.3",
-        "1.0.0.3",
-        "9.9.9.9",
-        "9.9.9.10",
-        "9.9.9.11",
-        "149.112.112.112",
-        "149.112.112.10",
-        "149.112.112.11",
-        "208.67.222.222",
-        "208.67.220.220",
-        "208.67.222.123",
-        "208.67.220.123",
-        "94.140.14.14",
-        "94.140.15.15",
-        "185.228.168.9",
-        "185.228.169.9",
-        "4.2.2.1",
-        "4.2.2.2",
-        "84.200.69.80",
-        "84.200.70.40",
-        "8.26.56.26",
-        "8.20.247.20",
-        "77.88.8.8",
-        "77.88.8.1",
-        "194.242.2.2",
-        "2001:4860:4860::8888",
-        "2001:4860:4860::8844",
-        "2606:4700:4700::1111",
-        "2606:4700:4700::1001",
-        "2620:fe::fe",
-        "2620:fe::9",
-        "2620:119:35::35",
-        "2620:119:53::53",
-        "2a10:50c0::ad1:ff",
-        "2a10:50c0::ad2:ff",
-    )
+    ipaddress.ip_address(address) for address in WORDS.lists["public_resolvers"]
 )
 _THIS_NETWORK: Final = ipaddress.ip_network("0.0.0.0/8")
 
@@ -1823,261 +897,7 @@ def _home_decimals(home: tuple[float, float]) -> Callable[[re.Match[str]], bool]
     return accept
 
 
-def _build_fold() -> dict[int, str]:
-    """Map each accented Latin letter to its base letter, one for one."""
-    table = {
-        code: base
-        for code in range(0xC0, 0x250)
-        if (base := unicodedata.normalize("NFD", chr(code))[0]) != chr(code)
-        and base.isascii()
-    }
-    table.update({ord(a): b for a, b in zip("łŁøØđĐı", "lLoOdDi", strict=True)})
-    return table
-
-
-_FOLD: Final = _build_fold()
-
-
-def _fold(text: str) -> str:
-    """Drop the accents of Latin letters, keeping every offset ("Inês" -> "Ines")."""
-    return text.translate(_FOLD)
-
-
-# Households whose language declines names: Polish, Czech, Slovak, Slovene,
-# Croatian, Serbian, Bosnian, Montenegrin, Russian, Ukrainian, Belarusian;
-# with the endings their own grammar adds (Czech "Janu", Croatian "Ane").
-@dataclass(frozen=True, slots=True)
-class _Grammar:
-    """Endings a language adds beyond the Polish ones, after -a and a consonant."""
-
-    after_a: tuple[str, ...] = ()
-    after_consonant: tuple[str, ...] = ()
-
-
-_POLISH: Final = _Grammar()
-_CZECH: Final = _Grammar(after_a=("u",))
-_SOUTH_SLAVIC: Final = _Grammar(after_a=("u", "e", "om"), after_consonant=("om",))
-_DECLINING: Final = {
-    "PL": _POLISH,
-    "CZ": _CZECH,
-    "SK": _CZECH,
-    "SI": _SOUTH_SLAVIC,
-    "HR": _SOUTH_SLAVIC,
-    "RS": _SOUTH_SLAVIC,
-    "BA": _SOUTH_SLAVIC,
-    "ME": _SOUTH_SLAVIC,
-    "RU": _POLISH,  # Cyrillic names have their own endings
-    "UA": _POLISH,
-    "BY": _POLISH,
-}
-MIN_DECLINED_CHARS: Final = 4
-# Endings that declined names take, by the name's own ending. Vocatives and
-# forms that are mostly other words ("Anno", "Marte") are left out.
-# Halina -> Haliny, Halinie, Halinę, Haliną (Czech Jana -> Janou, Janě);
-# after k, g, l, j the genitive takes i: Agnieszki, Olgi.
-_ENDINGS_A: Final = ("y", "ie", "ę", "ą", "ej", "iej", "ou", "ě")
-_ENDINGS_A_SOFT: Final = ("i", "ie", "ę", "ą", "ej", "iej", "ou", "ě")
-# Kasia -> Kasi, Kasię, Kasią, Kasiu; Julia -> Julii, Julię, Julią.
-_ENDINGS_SIA: Final = ("", "ę", "ą", "u")
-_ENDINGS_IA: Final = ("i", "ę", "ą")
-_ENDINGS_CONSONANT: Final = ("a", "u", "owi", "ovi", "em", "iem", "ie")
-_ENDINGS_SKI: Final = ("i", "iego", "iemu", "im", "ich")
-_ENDINGS_CYRILLIC_A: Final = ("а", "ы", "и", "е", "у", "ой", "ей", "ою", "ею")
-_ENDINGS_CYRILLIC: Final = ("а", "у", "ом", "ем", "е")
-# Declined forms that are mostly everyday words: "Ani" (Ania) is "neither",
-# "Mają" (Maja) "they have", "Marka" (Marek) "brand".
-_COMMON_DECLINED: Final = frozenset(
-    [
-        "ani",
-        "mają",
-        "marka",
-        "marki",
-        "marzenie",
-        "musze",
-        "musiała",
-        "musiałem",
-        "very",
-        "sowie",
-        "urbana",
-    ]
-)
-_SOFTENED: Final = (
-    ("ch", "sze"),
-    ("st", "ście"),
-    ("t", "cie"),
-    ("d", "dzie"),
-    ("k", "ce"),
-    ("g", "dze"),
-    ("r", "rze"),
-    ("ł", "le"),
-)
-
-
-def _declined(word: str, grammar: _Grammar = _POLISH) -> set[str]:
-    """Return the declined forms of a name in a Slavic language.
-
-    "Kasia" -> Kasi, Kasię, Kasią, Kasiu; "Halina" -> Haliny, Halinie,
-    Halinę; "Marta" -> Marcie; "Tomasz" -> Tomasza, Tomaszowi; "Burek" ->
-    Burka; "Wiśniewski" -> Wiśniewskiego; "Наташа" -> Наташи, Наташей.
-    """
-    if len(word) < MIN_DECLINED_CHARS or not word.isalpha():
-        return set()
-    # The stem may be typed without its accents ("Lukasza"), never the
-    # ending: "Kasie" is not "Kasię" (and is a till's).
-    forms = {
-        s + e
-        for stem, endings in _stems_and_endings(word, grammar)
-        for s in ({stem, _fold(stem)} if len(endings) > 1 else {stem})
-        for e in endings
-    }
-    forms.difference_update({word, _fold(word)})
-    return {form for form in forms if form.casefold() not in _COMMON_DECLINED}
-
-
-def _stems_and_endings(
-    word: str, grammar: _Grammar
-) -> list[tuple[str, tuple[str, ...]]]:
-    """Return the stems of a name and the endings its declension adds."""
-    lower = word.casefold()
-    if "а" <= lower[-1] <= "я":
-        return _cyrillic_stems(word)
-    if lower.endswith("ia"):
-        diminutive = len(lower) > len("ia") and lower[-3] in "szncź"
-        return [(word[:-1], _ENDINGS_SIA if diminutive else _ENDINGS_IA)]
-    if lower.endswith("a"):
-        stem = word[:-1]
-        endings = _ENDINGS_A_SOFT if lower[-2] in "kglj" else _ENDINGS_A
-        found = [(stem, endings + grammar.after_a)]
-        for hard, soft in _SOFTENED:
-            if stem.casefold().endswith(hard):
-                # Dative and locative change the last consonant: Marta -> Marcie.
-                found.append((stem[: -len(hard)], (soft,)))
-                break
-        return found
-    if lower.endswith(("ski", "cki", "dzki")):
-        return [(word[:-1], _ENDINGS_SKI)]
-    stem = word
-    if lower.endswith(("ek", "eł")) and lower[-3] not in "aeiouy":
-        # The e drops: Burek -> Burka, Paweł -> Pawła.
-        stem = word[:-2] + word[-1]
-    elif lower[-1] in "aeiouyąęóé":
-        return []
-    return [(stem, _ENDINGS_CONSONANT + grammar.after_consonant)]
-
-
-def _cyrillic_stems(word: str) -> list[tuple[str, tuple[str, ...]]]:
-    """Return the stem and endings of a Cyrillic name: Наташа -> Наташи."""
-    last = word[-1].casefold()
-    if last in "ая":
-        return [(word[:-1], _ENDINGS_CYRILLIC_A)]
-    if last in "еёиоуыэюйь":
-        return []
-    return [(word, _ENDINGS_CYRILLIC)]
-
-
-@dataclass(frozen=True, slots=True)
-class _NameMatcher:
-    """How the names of a house are found in a query."""
-
-    # Names and their distinctive words, with or without accents, any case.
-    pattern: re.Pattern[str]
-    # Declined forms, as written and in lower case (Slavic households only).
-    declined: frozenset[str]
-    # The single words, folded and in lower case, for handles and SSIDs.
-    words: frozenset[str]
-
-
-@functools.lru_cache(maxsize=64)
-def _name_matcher(names: tuple[str, ...], country: str | None) -> _NameMatcher | None:
-    """Build the matcher of a house's names; the same house reuses it."""
-    wanted = _wanted_names(names)
-    if not wanted:
-        return None
-    alternatives = "|".join(
-        r"\s+".join(_accent_free(part) for part in name.split())
-        for name in sorted(wanted, key=len, reverse=True)
-    )
-    # "Emma's", "Emmas" (Dutch, German, and English without the apostrophe).
-    pattern = re.compile(
-        rf"(?<![\w])(?:{alternatives})(?:['’]?s)?(?![\w])", re.IGNORECASE
-    )
-    words = frozenset(
-        _fold(name).casefold() for name in wanted if " " not in name and name.isalpha()
-    )
-    declined: frozenset[str] = frozenset()
-    if country is not None and (grammar := _DECLINING.get(country.upper())) is not None:
-        declined = frozenset(
-            form.casefold()
-            for name in wanted
-            if " " not in name
-            for form in _declined(name, grammar)
-        )
-    return _NameMatcher(pattern, declined, words)
-
-
-def _accent_free(name: str) -> str:
-    """Return a pattern of a name that also matches it without its accents.
-
-    Only the name's own accents are optional: "Émilie" matches "emilie",
-    while "Maja" never matches "mają" ("they have").
-    """
-    return "".join(
-        f"[{re.escape(char)}{base}]"
-        if (base := _fold(char)) != char
-        else re.escape(char)
-        for char in name
-    )
-
-
-_LETTERS: Final = re.compile(r"(?<!\w)[^\W\d_]+(?!\w)")
-# A handle or network name holding a house name: "@jessicabrooks87",
-# "Casa_Ortega", "TylerNet5G". Split at "_", digits and inner capitals.
-_HANDLE: Final = re.compile(r"(?<![\w@])@[\w.]{2,40}")
-_COMPOUND: Final = re.compile(r"(?<![\w@])\w*(?:_|\d|[a-z][A-Z])\w*")
-_COMPOUND_PART: Final = re.compile(r"[^\W\d_][^\W\d_A-Z]*|[A-Z][^\W\d_A-Z]*")
-
-
-def _named_tokens(folded: str, words: frozenset[str]) -> Iterator[tuple[int, int]]:
-    """Find handles and compound names that hold one of the house's names."""
-    long_words = [w for w in words if len(w) >= MIN_DECLINED_CHARS]
-    for match in _HANDLE.finditer(folded):
-        handle = match.group(0).casefold()
-        if any(word in handle for word in long_words):
-            yield match.span()
-    for match in _COMPOUND.finditer(folded):
-        token = match.group(0)
-        parts = {p.casefold() for p in _COMPOUND_PART.findall(token)}
-        glued = re.sub(r"[\d_]+", "", token).casefold()
-        if parts & words or (
-            re.search(r"[\d_]", token) and any(w in glued for w in long_words)
-        ):
-            yield match.span()
-
-
-def _wanted_names(names: Iterable[str]) -> set[str]:
-    """Return every identifying name and each of its distinctive words."""
-    wanted: set[str] = set()
-    for name in names:
-        clean = " ".join(name.split())
-        if len(clean) < MIN_NAME_CHARS:
-            continue
-        words = [w.casefold() for w in _WORD.findall(clean)]
-        if not words or all(w in GENERIC_WORDS for w in words):
-            continue
-        wanted.add(clean)
-        # Each distinctive word of a longer name identifies too ("Emma's Room").
-        for word in _WORD.findall(clean):
-            base = re.sub(r"['’]s$", "", word)
-            if (
-                len(base) >= MIN_NAME_CHARS
-                and base[0].isupper()
-                and base.casefold() not in GENERIC_WORDS
-            ):
-                wanted.add(base)
-    return wanted
-
-
-def _add_names(redactor: _Redactor, names: _NameMatcher) -> None:
+def _add_names(redactor: _Redactor, names: NameMatcher) -> None:
     """Remove the house's names: without accents, declined, inside handles.
 
     Inside an address or email already removed, a name adds nothing.
@@ -2086,10 +906,10 @@ def _add_names(redactor: _Redactor, names: _NameMatcher) -> None:
     if names.declined:
         spans.extend(
             m.span()
-            for m in _LETTERS.finditer(redactor.text)
+            for m in LETTERS.finditer(redactor.text)
             if m.group(0).casefold() in names.declined
         )
-    spans.extend(_named_tokens(_fold(redactor.text), names.words))
+    spans.extend(named_tokens(fold(redactor.text), names.words))
     for start, end in spans:
         if not redactor.taken(start, end, but=NAME):
             redactor.add(start, end, NAME)
@@ -2184,14 +1004,49 @@ def _de_street(text: str, match: re.Match[str]) -> bool:
 def sanitize(query: str, context: PiiContext) -> Sanitized:
     """Remove personal data from a web query.
 
-    Raises only on a bug; callers then send nothing (fail closed).
+    The detectors run on the query and on its normalised copy (spelled
+    numbers as digits, split groups joined, "at"/"dot" as signs); what the
+    copy shows maps back to the span of the query it came from. Raises only
+    on a bug; callers then send nothing (fail closed).
     """
     text = query[:MAX_QUERY_CHARS]
+    redactor = _detect(text, context)
+    copy = normalise(text)
+    found: list[tuple[int, int, str]] = []
+    if copy.edits:
+        found.extend(
+            (start, end, category)
+            for start, end, category in _detect(copy.text, context).spans
+            if copy.touches_edit(start, end)
+        )
+    found.extend((start, end, BANK_ACCOUNT) for start, end in cards(copy.text))
+    found.extend((s, e, PHONE) for s, e in spelled_long_numbers(copy, text))
+    found.extend((start, end, ADDRESS) for start, end in addresses(copy.text))
+    found.extend((start, end, BIRTH_DATE) for start, end in birth_dates(copy.text))
+    for start, end, category in found:
+        first, last = copy.original_span(start, end)
+        if any(s <= first and last <= e for s, e, _ in redactor.spans):
+            continue
+        # Groups of digits joined in the copy are still a list, a date or an
+        # amount when the words around them say so ("Vorwahlen 0170 0171").
+        written = text[first:last]
+        if (
+            category == PHONE
+            and not any(ch.isalpha() for ch in written)
+            and _other_number(text, first, last)
+        ):
+            continue
+        redactor.add(first, last, category)
+    return redactor.result()
+
+
+def _detect(text: str, context: PiiContext) -> _Redactor:
+    """Run every detector of the original sanitizer over ``text``."""
     redactor = _Redactor(text)
     redactor.add_all(_URL_CREDENTIALS, SECRET)
     redactor.add_all(_KEY_SHAPES, SECRET)
     redactor.add_all(_LONG_TOKEN, SECRET, lambda m: _is_secret(m.group(0)))
-    for start, end in _said_secrets(text):
+    for start, end in said_secrets(text):
         redactor.add(start, end, SECRET)
     redactor.add_all(_EMAIL, EMAIL)
     redactor.add_all(_LOCAL_HOST, HOSTNAME)
@@ -2251,6 +1106,6 @@ def sanitize(query: str, context: PiiContext) -> Sanitized:
             not redactor.taken(m.start(), m.end(), but=PHONE) and _local_phone(m, text)
         ),
     )
-    if (names := _name_matcher(tuple(context.names), context.country)) is not None:
+    if (names := name_matcher(tuple(context.names), context.country)) is not None:
         _add_names(redactor, names)
-    return redactor.result()
+    return redactor

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 from ..const import LOGGER
 from ..security.firewall import mark_untrusted_parts
 from ..security.links import remember_urls
-from ..security.pii import GENERIC_WORDS, PiiContext, Sanitized, sanitize
+from ..security.pii import PiiContext, Sanitized, sanitize
+from ..security.pii_names import GENERIC_WORDS
 from ..store import profile as profile_store
 from ..store import search_audit
 from .registry import ToolContext, ToolError, ToolSpec
@@ -316,7 +317,8 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
             )
             msg = (
                 "the search was not sent: without the personal details it "
-                f"contained ({', '.join(cleaned.categories)}) too little was left. "
+                f"contained ({', '.join(cleaned.categories)}) nothing searchable "
+                "was left. "
                 "Tell the user that searches never carry personal details and "
                 "that they can ask in general words"
             )
