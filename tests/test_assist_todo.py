@@ -1,4 +1,4 @@
-"""HA's to-do tools in our agent, on a real local to-do list (local_todo)."""
+"""HA's to-do and broadcast tools in our agent: a real local to-do list, satellites."""
 
 from __future__ import annotations
 
@@ -24,11 +24,14 @@ from custom_components.ha_personal_assistant.const import (
 )
 
 from .common import async_setup_assistant, async_setup_house, tool_results
+from .satellite_mocks import async_setup_satellites, satellite_flow
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .fake_ollama import FakeOllama
+
+__all__ = ["satellite_flow"]
 
 KITCHEN_LIGHT = "light.kitchen_lights"
 SHOPPING = "todo.shopping"
@@ -225,3 +228,58 @@ async def test_todo_complete_checks_the_item_off(
         ("Eggs", "needs_action"),
     ]
     assert _speech(result) == "Bread is checked off."
+
+
+async def test_broadcast_is_refused_while_a_satellite_is_not_shared(
+    hass: HomeAssistant,
+    house: None,
+    fake_ollama: FakeOllama,
+    hass_admin_user: Any,
+    satellite_flow: None,
+) -> None:
+    """Judged as assist_satellite.announce on every satellite: one hidden, refused."""
+    kitchen, garage = await async_setup_satellites(
+        hass, "Kitchen satellite", "Garage satellite"
+    )
+    async_expose_entity(hass, "conversation", kitchen.entity_id, True)
+    async_expose_entity(hass, "conversation", garage.entity_id, False)
+    entry = await _assistant(hass, fake_ollama)
+    fake_ollama.tool_call("broadcast", {"message": "Dinner is ready"}).reply(
+        "I could not broadcast that."
+    )
+    result = await _converse(hass, entry, "Tell everyone dinner", hass_admin_user.id)
+    refused = tool_results(fake_ollama.chat_requests[1])[0]
+    assert refused == (
+        "Error: Refused: a broadcast reaches every voice satellite, and not all "
+        "of them are shared with the assistant."
+    )
+    assert "Garage" not in refused
+    assert kitchen.announced == garage.announced == []
+    assert _speech(result) == "I could not broadcast that."
+
+
+async def test_broadcast_says_the_message_on_every_shared_satellite(
+    hass: HomeAssistant,
+    house: None,
+    fake_ollama: FakeOllama,
+    hass_admin_user: Any,
+    satellite_flow: None,
+) -> None:
+    """Every satellite exposed: HA's broadcast announces on each of them."""
+    satellites = await async_setup_satellites(
+        hass, "Kitchen satellite", "Garage satellite"
+    )
+    for satellite in satellites:
+        async_expose_entity(hass, "conversation", satellite.entity_id, True)
+    entry = await _assistant(hass, fake_ollama)
+    fake_ollama.tool_call("broadcast", {"message": "Dinner is ready"}).reply(
+        "Everyone heard it."
+    )
+    result = await _converse(hass, entry, "Tell everyone dinner", hass_admin_user.id)
+    done = tool_results(fake_ollama.chat_requests[1])[0]
+    assert '"response_type":"action_done"' in done
+    assert [s.announced for s in satellites] == [
+        ["Dinner is ready"],
+        ["Dinner is ready"],
+    ]
+    assert _speech(result) == "Everyone heard it."
