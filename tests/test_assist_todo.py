@@ -52,6 +52,12 @@ async def _add_list(hass: HomeAssistant, name: str) -> None:
 
 
 @pytest.fixture
+def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
+    """Run every test here over Ollama's API and over OpenAI's (both fakes)."""
+    return fake_server
+
+
+@pytest.fixture
 async def house(hass: HomeAssistant) -> None:
     """The demo house, the kitchen light off; two local to-do lists, one exposed."""
     await async_setup_house(hass)
