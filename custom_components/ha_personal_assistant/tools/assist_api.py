@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import voluptuous as vol
+from homeassistant.components.homeassistant.exposed_entities import (
+    async_should_expose,
+)
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.core import Context
 from homeassistant.exceptions import HomeAssistantError
@@ -53,6 +56,10 @@ TIMER_SERVICES: Final = ("start_timer", "cancel_timer")
 # Where a timer action keeps HA's arguments until it is confirmed.
 TIMER_ARGS: Final = "timer"
 MAX_NAME_CHARS: Final = 40
+NOT_EVERY_SATELLITE: Final = (
+    "a broadcast reaches every voice satellite, and not all of them are "
+    "shared with the assistant"
+)
 NO_TIMERS: Final = (
     "Timers run on the voice satellite that was asked, and this conversation "
     "has none (or it cannot run timers). Use schedule for a reminder instead."
@@ -276,9 +283,20 @@ def _judge_broadcast(ctx: ToolContext, args: dict[str, Any]) -> Verdict:
         msg = "there is no voice satellite to broadcast to"
         raise ToolError(msg)
     data = {ATTR_ENTITY_ID: satellites, "message": args["message"]}
-    return evaluate_call(
+    verdict = evaluate_call(
         ctx.hass, "assist_satellite", "announce", data, policy=ctx.policy
     )
+    if verdict.decision is Decision.BLOCK and not _all_shared(ctx.hass, satellites):
+        # The model gave no entity id: the policy's answer about one would
+        # send it looking for the satellite (list_entities), which it cannot
+        # see. Say why, naming none.
+        return Verdict(Decision.BLOCK, NOT_EVERY_SATELLITE, verdict.targets)
+    return verdict
+
+
+def _all_shared(hass: HomeAssistant, entity_ids: list[str]) -> bool:
+    """Tell whether every one of ``entity_ids`` is exposed to the assistant."""
+    return all(async_should_expose(hass, ASSISTANT, e) for e in entity_ids)
 
 
 def _judge_timer(service: str) -> Judge:
