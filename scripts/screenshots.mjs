@@ -397,12 +397,22 @@ async function talk() {
   );
   // Questions, not commands: known commands are answered without the model
   // (option fast_path), which leaves the model's sensors at nothing.
-  for (const text of ["What can you do for us?", "Which lights are on?"]) {
-    await json(`${HA}/api/conversation/process`, {
+  for (const text of ["Which lights are on?", "What can you do for us?"]) {
+    const { response } = await json(`${HA}/api/conversation/process`, {
       method: "POST",
       headers: AUTH,
       body: JSON.stringify({ text, language: "en", agent_id: agent.entity_id }),
     });
+    console.log(`${text} -> ${response.speech?.plain?.speech}`);
+  }
+  // The AI task entity answers a task once, so it shows when it last did.
+  const task = states.find((state) => state.entity_id.startsWith("ai_task."));
+  if (task) {
+    await json(`${HA}/api/services/ai_task/generate_data?return_response`, {
+      method: "POST",
+      headers: AUTH,
+      body: JSON.stringify({ task_name: "greeting", instructions: "Greet the house.", entity_id: task.entity_id }),
+    }).catch((err) => console.log(`ai_task: ${err.message}`));
   }
 }
 
