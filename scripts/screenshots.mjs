@@ -3,8 +3,8 @@
 // two repair issues, taken by headless chromium through playwright-core. Called
 // by scripts/screenshots, which starts Home Assistant and a fake Ollama first.
 //
-// ONLY=name,name takes only some groups (config, options, mapping, repair,
-// device, damaged); a group needs the ones before it to have run once. The group
+// ONLY=name,name takes only some groups (config, device, options, mapping,
+// repair, damaged); a group needs the ones before it to have run once. The group
 // assist (the Assist dialog in the house scripts/develop sets up) runs only
 // when named: scripts/screenshots --assist.
 import { writeFileSync, rmSync } from "node:fs";
@@ -72,6 +72,12 @@ async function onboard() {
     headers: auth,
     body: JSON.stringify({ client_id: CLIENT_ID, redirect_uri: `${HA}/?auth_callback=1` }),
   });
+  // Onboarding adds the weather (Met.no) and Radio Browser, which need the
+  // internet: without it they would stay "Initializing" in every picture.
+  const entries = await json(`${HA}/api/config/config_entries/entry`, { headers: auth });
+  for (const entry of entries.filter((item) => ["met", "radio_browser"].includes(item.domain))) {
+    await json(`${HA}/api/config/config_entries/entry/${entry.entry_id}`, { method: "DELETE", headers: auth });
+  }
   return tokens;
 }
 
@@ -99,9 +105,29 @@ function dialog(page) {
   return page.locator("wa-dialog dialog[open]").last();
 }
 
+// Wait until every picture in the shot (in shadow roots too) has loaded.
+async function imagesLoaded(target) {
+  for (let tries = 0; tries < 30; tries += 1) {
+    const loaded = await target.evaluate((element) => {
+      const images = [];
+      const walk = (node) => {
+        if (node.tagName === "IMG") images.push(node);
+        if (node.shadowRoot) walk(node.shadowRoot);
+        for (const child of node.children ?? []) walk(child);
+      };
+      walk(element);
+      return images.every((image) => image.complete && image.naturalWidth > 0);
+    });
+    if (loaded) return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  console.log("an image in the shot did not load");
+}
+
 // Let animations settle, then save the page, or only the open dialog.
 async function shot(page, name, { dialogOnly = false } = {}) {
   await page.waitForTimeout(1500);
+  await imagesLoaded(dialogOnly ? dialog(page) : page.locator("html"));
   const file = path.join(OUT, name);
   if (dialogOnly) {
     await dialog(page).screenshot({ path: file });
@@ -162,10 +188,12 @@ try {
   page.setDefaultTimeout(60000);
   try {
     if (wanted("config")) await configFlowShots(page);
+    // Before the options are saved: saving reloads the entry, and its
+    // entities' moment of Unavailable would show in the device's activity.
+    if (wanted("device")) await deviceShots(page);
     if (wanted("options")) await optionsShots(page);
     if (wanted("mapping")) await mappingShots(page);
     if (wanted("repair")) await repairShots(page);
-    if (wanted("device")) await deviceShots(page);
     // Last: the entry goes off and on, which the device page's activity shows.
     if (wanted("damaged")) await damagedFileShots(page);
     if (wanted("assist")) await assistShots(page);
@@ -185,39 +213,41 @@ async function startConfigFlow(page) {
   await page.getByText("Choose the model server").waitFor();
 }
 
+// Only the flow's dialog is saved: the integration cards behind it have no
+// icons without a network (their brand images come from the internet).
 async function configFlowShots(page) {
   await startConfigFlow(page);
-  await shot(page, "config-flow-backend.png");
+  await shot(page, "config-flow-backend.png", { dialogOnly: true });
   // The OpenAI-compatible path: its address and key, then the warning for a
   // server outside the home (a name that is not on the home network). The
   // flow is left there; the entry is made through the Ollama path.
   await page.getByText(/OpenAI-compatible server \(/).click();
   await submit(page);
   await page.getByText("Connect to an OpenAI-compatible server").waitFor();
-  await shot(page, "config-flow-openai.png");
+  await shot(page, "config-flow-openai.png", { dialogOnly: true });
   await page.getByRole("textbox", { name: /Server URL/ }).fill("https://llm.example.com/v1");
   await submit(page);
   await page.getByText("This server is outside your home network").waitFor();
-  await shot(page, "config-flow-public-server.png");
+  await shot(page, "config-flow-public-server.png", { dialogOnly: true });
   await page.keyboard.press("Escape");
   // The Ollama path: the server's address, then the models.
   await startConfigFlow(page);
   await submit(page);
   await page.getByText("Connect to Ollama").waitFor();
-  await shot(page, "config-flow-server.png");
+  await shot(page, "config-flow-server.png", { dialogOnly: true });
   await submit(page);
   await page.getByText("Choose the models").waitFor();
-  await shot(page, "config-flow-model.png");
+  await shot(page, "config-flow-model.png", { dialogOnly: true });
   // A model without tool support is refused with a plain-text error.
   await choose(page, "Chat model", /gemma:2b/);
   await submit(page);
   await page.getByText(/can't call tools/).waitFor();
-  await shot(page, "config-flow-model-error.png");
+  await shot(page, "config-flow-model-error.png", { dialogOnly: true });
   await choose(page, "Chat model", /qwen3:4b/);
   await submit(page);
   // HA offers to name the new device and put it in an area.
   await page.getByRole("button", { name: /skip and finish|finish/i }).first().waitFor();
-  await shot(page, "config-flow-done.png");
+  await shot(page, "config-flow-done.png", { dialogOnly: true });
   await page.getByRole("button", { name: /skip and finish|finish/i }).first().click();
 }
 
@@ -231,7 +261,7 @@ async function optionsShots(page) {
   // A tall window, so the whole form fits; only the dialog is saved. First
   // the general options with the permission sections folded, then those
   // sections opened.
-  await page.setViewportSize({ width: VIEWPORT.width, height: 2200 });
+  await page.setViewportSize({ width: VIEWPORT.width, height: 3400 });
   await openOptions(page);
   await shot(page, "options-general.png", { dialogOnly: true });
   await page.keyboard.press("Escape");
@@ -358,7 +388,36 @@ async function damagedFileShots(page) {
   await page.keyboard.press("Escape");
 }
 
+// A few turns through the fake model, so the sensors (last answer time,
+// tokens, context use) show figures rather than Unknown.
+async function talk() {
+  const states = await json(`${HA}/api/states`, { headers: AUTH });
+  const agent = states.find(
+    (state) => state.entity_id.startsWith("conversation.") && state.entity_id !== "conversation.home_assistant",
+  );
+  // Questions, not commands: known commands are answered without the model
+  // (option fast_path), which leaves the model's sensors at nothing.
+  for (const text of ["Which lights are on?", "What can you do for us?"]) {
+    const { response } = await json(`${HA}/api/conversation/process`, {
+      method: "POST",
+      headers: AUTH,
+      body: JSON.stringify({ text, language: "en", agent_id: agent.entity_id }),
+    });
+    console.log(`${text} -> ${response.speech?.plain?.speech}`);
+  }
+  // The AI task entity answers a task once, so it shows when it last did.
+  const task = states.find((state) => state.entity_id.startsWith("ai_task."));
+  if (task) {
+    await json(`${HA}/api/services/ai_task/generate_data?return_response`, {
+      method: "POST",
+      headers: AUTH,
+      body: JSON.stringify({ task_name: "greeting", instructions: "Greet the house.", entity_id: task.entity_id }),
+    }).catch((err) => console.log(`ai_task: ${err.message}`));
+  }
+}
+
 async function deviceShots(page) {
+  await talk();
   // The entry's service device with its sensors.
   await page.goto(`${HA}/config/integrations/integration/${DOMAIN}`);
   await page.getByText(/1 service/i).first().click();
