@@ -67,6 +67,7 @@ DEFAULT_OPTIONS = {
     "vision_model": "",
     "night_hours": "22:00-07:00",
     "open_minutes": 30,
+    "notice_user_ids": [],
 }
 
 # What /api/tags and /api/show answer, trimmed to the fields we read.
@@ -672,6 +673,7 @@ async def test_options_without_allowed_ids_are_saved_as_typed_values(
         "vision_model": "",
         "night_hours": "22:00-07:00",
         "open_minutes": 30,
+        "notice_user_ids": [],
     }
     assert isinstance(entry.options["confirmation_timeout"], int)
 
@@ -1384,3 +1386,23 @@ async def test_night_hours_must_read_as_start_and_end(hass: HomeAssistant) -> No
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert entry.options["night_hours"] == "23:00-06:30"
     assert entry.options["open_minutes"] == 15
+
+
+@pytest.mark.usefixtures("mock_setup_entry")
+async def test_notice_user_ids_must_be_numeric_and_are_shown_again(
+    hass: HomeAssistant,
+) -> None:
+    """Who gets notices: numeric ids only, saved as numbers, shown as typed."""
+    entry = add_entry(hass)
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"notice_user_ids": ["alice"]}
+    )
+    assert result["errors"] == {"notice_user_ids": "invalid_user_id"}
+    result = await hass.config_entries.options.async_configure(
+        result["flow_id"], {"notice_user_ids": [" 42 ", "", "7", "42"]}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert entry.options["notice_user_ids"] == [42, 7]
+    result = await hass.config_entries.options.async_init(entry.entry_id)
+    assert suggested(result, "notice_user_ids") == ["42", "7"]

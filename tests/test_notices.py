@@ -78,16 +78,23 @@ async def _move_to(
         await hass.async_block_till_done()
 
 
-async def _setup(
-    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+async def _setup_house(
+    hass: HomeAssistant, fake_ollama: FakeOllama, **options: Any
 ) -> MockConfigEntry:
-    """The demo house, a hidden shed door, and Alice's notices on."""
+    """The demo house with a hidden shed door, and the assistant."""
     await async_setup_house(hass)
     hass.states.async_set(
         SHED_DOOR, "off", {"device_class": "door", "friendly_name": "Shed door"}
     )
     async_expose_entity(hass, "conversation", SHED_DOOR, False)
-    entry = await async_setup_assistant(hass, fake_ollama)
+    return await async_setup_assistant(hass, fake_ollama, **options)
+
+
+async def _setup(
+    hass: HomeAssistant, telegram: TelegramHarness, fake_ollama: FakeOllama
+) -> MockConfigEntry:
+    """The demo house, a hidden shed door, and Alice's notices on."""
+    entry = await _setup_house(hass, fake_ollama)
     await telegram.send_command(CMD_NOTICES, ["on"])
     [reply] = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     assert reply["text"] == fixed_text("notices_on")
@@ -295,3 +302,74 @@ async def test_notices_stay_on_after_a_restart(
     await hass.async_block_till_done()
     hass, telegram, entry = await restarter.restart(hass, telegram, entry)
     await _notice(hass, telegram, freezer)
+
+
+async def _setup_listed(
+    hass: HomeAssistant, fake_ollama: FakeOllama
+) -> MockConfigEntry:
+    """The demo house, with Alice listed in the option notice_user_ids."""
+    return await _setup_house(hass, fake_ollama, notice_user_ids=[ALICE_ID])
+
+
+async def _settle(hass: HomeAssistant) -> None:
+    for _ in range(5):
+        await asyncio.sleep(0.02)
+        await hass.async_block_till_done()
+
+
+async def test_a_person_listed_in_the_options_gets_notices_without_asking(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Alice never sent /notices on; the option lists her: the garage is reported."""
+    await _setup_listed(hass, fake_ollama)
+    notice = await _notice(hass, telegram, freezer)
+    assert notice["text"] == fixed_text("notice_open", name="Garage Door", minutes=30)
+    assert _button(notice)[0] == fixed_text("notice_button_close", name="Garage Door")
+    # Bob is not listed and never asked: nothing for him.
+    assert telegram.sent_messages(BOB_ID) == []
+
+
+async def test_notices_off_stops_a_person_listed_in_the_options(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """Alice's /notices off beats the option listing her, and the reply says so."""
+    await _setup_listed(hass, fake_ollama)
+    await telegram.send_command(CMD_NOTICES, ["off"])
+    [reply] = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert reply["text"] == fixed_text("notices_off_listed")
+    await _garage_open_at_2300(hass, freezer)
+    await _move_to(hass, freezer, at(28, 23, 45))
+    await _move_to(hass, freezer, at(29, 1, 0))
+    await _settle(hass)
+    assert _texts(telegram) == [fixed_text("notices_off_listed")]
+
+
+async def test_notices_on_quiet_sends_the_notice_but_no_cleared_follow_up(
+    hass: HomeAssistant,
+    telegram: TelegramHarness,
+    fake_ollama: FakeOllama,
+    freezer: FrozenDateTimeFactory,
+) -> None:
+    """/notices on quiet: the garage notice comes, its "cleared" does not."""
+    await _setup_house(hass, fake_ollama)
+    await telegram.send_command(CMD_NOTICES, ["on", "quiet"])
+    [reply] = await telegram.wait_for_sent(1, chat_id=ALICE_ID)
+    assert reply["text"] == fixed_text("notices_on_quiet")
+    notice = await _notice(hass, telegram, freezer)
+    assert notice["text"] == fixed_text("notice_open", name="Garage Door", minutes=30)
+    count = len(telegram.sent_messages(ALICE_ID))
+    await hass.services.async_call(
+        "cover", "close_cover", {"entity_id": GARAGE}, blocking=True
+    )
+    await _settle(hass)
+    state = hass.states.get(GARAGE)
+    assert state is not None
+    assert state.state == "closed"
+    assert len(telegram.sent_messages(ALICE_ID)) == count
+    assert fixed_text("notice_cleared", name="Garage Door") not in _texts(telegram)

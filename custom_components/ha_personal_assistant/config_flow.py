@@ -45,6 +45,7 @@ from .const import (
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NIGHT_HOURS,
+    CONF_NOTICE_USER_IDS,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
     CONF_OLLAMA_URL,
@@ -236,6 +237,9 @@ OPTIONS_SCHEMA = vol.Schema(
         vol.Required(CONF_OPEN_MINUTES, default=DEFAULT_OPEN_MINUTES): _number(
             MIN_OPEN_MINUTES, MAX_OPEN_MINUTES, "min"
         ),
+        vol.Optional(CONF_NOTICE_USER_IDS): TextSelector(
+            TextSelectorConfig(type=TextSelectorType.TEXT, multiple=True)
+        ),
     }
 )
 # Optional options a user can empty: a field left empty arrives without its
@@ -405,6 +409,7 @@ def default_options() -> dict[str, Any]:
         CONF_VISION_MODEL: "",
         CONF_NIGHT_HOURS: DEFAULT_NIGHT_HOURS,
         CONF_OPEN_MINUTES: DEFAULT_OPEN_MINUTES,
+        CONF_NOTICE_USER_IDS: [],
     }
 
 
@@ -880,6 +885,11 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 allowed = _parse_user_ids(user_input.get(CONF_ALLOWED_USER_IDS, []))
             except ValueError:
                 errors[CONF_ALLOWED_USER_IDS] = "invalid_user_id"
+            try:
+                # An emptied field arrives without its key: nobody listed.
+                notice_ids = _parse_user_ids(user_input.get(CONF_NOTICE_USER_IDS, []))
+            except ValueError:
+                errors[CONF_NOTICE_USER_IDS] = "invalid_user_id"
             night = str(general.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS))
             if not valid_night(night):
                 errors[CONF_NIGHT_HOURS] = "invalid_night_hours"
@@ -901,6 +911,7 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                     **current,
                     **general,
                     CONF_ALLOWED_USER_IDS: allowed,
+                    CONF_NOTICE_USER_IDS: notice_ids,
                     **permissions,
                 }
                 if allowed:
@@ -913,6 +924,9 @@ class PersonalAssistantOptionsFlow(OptionsFlowWithReload):
                 **current,
                 CONF_ALLOWED_USER_IDS: [
                     str(user_id) for user_id in current[CONF_ALLOWED_USER_IDS]
+                ],
+                CONF_NOTICE_USER_IDS: [
+                    str(user_id) for user_id in current[CONF_NOTICE_USER_IDS]
                 ],
                 **_suggested_permissions(current),
             }

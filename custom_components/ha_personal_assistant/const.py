@@ -141,4 +141,6 @@ SEARCH_RESULTS: Final = 5
 CONF_NIGHT_HOURS: Final = "night_hours"
 DEFAULT_NIGHT_HOURS: Final = "22:00-07:00"
 CONF_OPEN_MINUTES: Final = "open_minutes"
+# Telegram user ids who get household notices without /notices on.
+CONF_NOTICE_USER_IDS: Final = "notice_user_ids"
 DEFAULT_OPEN_MINUTES: Final = 30

@@ -25,6 +25,7 @@ from .const import (
     CONF_KEEP_ALIVE,
     CONF_MODEL,
     CONF_NIGHT_HOURS,
+    CONF_NOTICE_USER_IDS,
     CONF_NUM_CTX,
     CONF_NUM_PREDICT,
     CONF_OPEN_MINUTES,
@@ -301,6 +302,10 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         policy=policy,
         night=parse_night(options.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS)),
         open_minutes=float(options.get(CONF_OPEN_MINUTES, DEFAULT_OPEN_MINUTES)),
+        listed=frozenset(
+            int(user_id) for user_id in options.get(CONF_NOTICE_USER_IDS, [])
+        ),
+        user_mapping=options.get(CONF_USER_MAPPING, {}),
     )
     await notices.async_start()
     entry.async_on_unload(notices.async_stop)

@@ -18,14 +18,20 @@ confirmation: it runs once, as their HA user, judged again by the permission
 layer at the press; it expires like a Confirm button; anyone else's press is
 refused. A call the policy blocks gets no button.
 
-Who gets notices (``/notices on``) is kept in HA's storage
-(``.storage/ha_personal_assistant.notices``).
+Who gets notices. A person is subscribed when they sent ``/notices on``, or
+when their Telegram user id is in the option ``notice_user_ids`` and they have
+not sent ``/notices off``: each person's latest command wins, and an explicit
+off beats the option. A listed person who never wrote is told in their private
+chat (its id is their user id) through the first Telegram bot, in Home
+Assistant's language. ``/notices on`` sends a short "cleared" follow-up when a
+cause clears; ``/notices on quiet`` does not. Both choices are kept in HA's
+storage (``.storage/ha_personal_assistant.notices``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from datetime import time as dt_time
 from enum import StrEnum
@@ -65,6 +71,9 @@ COVER_OPENINGS: Final = frozenset({"door", "garage", "gate", "window"})
 ALERTS: Final = frozenset({"moisture", "smoke", "carbon_monoxide", "gas"})
 _DOMAINS: Final = frozenset({"binary_sensor", "cover", "lock", "sensor"})
 CONFIRM: Final = "/confirm"
+# ``/notices on quiet``: notices without the "cleared" follow-ups.
+QUIET: Final = "quiet"
+TELEGRAM_DOMAIN: Final = "telegram_bot"
 
 
 class Kind(StrEnum):
@@ -107,6 +116,8 @@ class Subscriber:
     chat_id: int
     language: str
     ha_user_id: str | None = None
+    # Whether they get a short "cleared" follow-up when a cause clears.
+    cleared: bool = True
 
 
 @dataclass(slots=True)
@@ -197,6 +208,8 @@ class Notices:
         policy: Policy | None,
         night: tuple[dt_time, dt_time],
         open_minutes: float,
+        listed: frozenset[int] = frozenset(),
+        user_mapping: dict[str, str] | None = None,
     ) -> None:
         """Keep what notices need; ``async_start`` begins watching."""
         self.hass = hass
@@ -205,7 +218,12 @@ class Notices:
         self.policy = policy
         self.night = night
         self.open_minutes = open_minutes
+        # Telegram user ids the options list (``notice_user_ids``).
+        self.listed = listed
+        self.user_mapping = user_mapping or {}
         self.subscribers: dict[str, Subscriber] = {}
+        # People who sent /notices off: beats the option's list.
+        self.off: set[str] = set()
         self.causes: dict[tuple[str, Kind], Cause] = {}
         self._store: Store[dict[str, Any]] = Store(
             hass, STORAGE_VERSION, f"{DOMAIN}.notices"
@@ -222,6 +240,7 @@ class Notices:
             except TypeError:
                 continue
             self.subscribers[subscriber.person] = subscriber
+        self.off = {str(person) for person in stored.get("off", [])}
         self._unsubs.append(
             self.hass.bus.async_listen(EVENT_STATE_CHANGED, self._async_changed)
         )
@@ -258,15 +277,48 @@ class Notices:
 
     # ------------------------------------------------------------ people
 
+    def is_listed(self, person: str) -> bool:
+        """Tell whether the options list a person for notices."""
+        telegram_id = person.removeprefix("telegram:")
+        return telegram_id.isdigit() and int(telegram_id) in self.listed
+
+    def recipients(self) -> dict[str, Subscriber]:
+        """Return who gets notices now.
+
+        Those who sent /notices on, and the people the options list who did
+        not send /notices off.
+        """
+        recipients = dict(self.subscribers)
+        bots = self.hass.config_entries.async_entries(TELEGRAM_DOMAIN)
+        if not bots:
+            return recipients
+        for telegram_id in sorted(self.listed):
+            person = f"telegram:{telegram_id}"
+            if person in recipients or person in self.off:
+                continue
+            recipients[person] = Subscriber(
+                person=person,
+                bot_entry_id=bots[0].entry_id,
+                chat_id=telegram_id,
+                language="",
+                ha_user_id=self.user_mapping.get(str(telegram_id)) or None,
+            )
+        return recipients
+
     async def async_set(self, subscriber: Subscriber, *, on: bool) -> bool:
         """Turn notices on or off for a person; return whether they were on."""
-        was = subscriber.person in self.subscribers
+        was = subscriber.person in self.recipients()
         if on:
             self.subscribers[subscriber.person] = subscriber
+            self.off.discard(subscriber.person)
         else:
             self.subscribers.pop(subscriber.person, None)
+            self.off.add(subscriber.person)
         await self._store.async_save(
-            {"subscribers": [asdict(s) for s in self.subscribers.values()]}
+            {
+                "subscribers": [asdict(s) for s in self.subscribers.values()],
+                "off": sorted(self.off),
+            }
         )
         return was
 
@@ -429,7 +481,7 @@ class Notices:
         cause = self.causes.get(key)
         if cause is None:
             return
-        for subscriber in list(self.subscribers.values()):
+        for subscriber in list(self.recipients().values()):
             if subscriber.person in cause.told:
                 continue
             cause.told.add(subscriber.person)
@@ -477,9 +529,10 @@ class Notices:
 
     async def _async_cleared(self, cause: Cause) -> None:
         name = self._name(cause.entity_id)
+        recipients = self.recipients()
         for person in cause.told:
-            subscriber = self.subscribers.get(person)
-            if subscriber is None:
+            subscriber = recipients.get(person)
+            if subscriber is None or not subscriber.cleared:
                 continue
             texts = await async_texts(self.hass, subscriber.language)
             await self.gateway.async_send_text(
@@ -495,12 +548,22 @@ async def async_notices_command(
     subscriber: Subscriber,
     argument: str,
 ) -> str:
-    """Turn the sender's notices on or off (/notices on|off); return the reply."""
+    """Turn the sender's notices on or off; return the reply.
+
+    ``/notices on`` with "cleared" follow-ups, ``/notices on quiet`` without,
+    ``/notices off`` (kept even for a person the options list).
+    """
     if notices is None:
         return texts("notices_usage")
-    word = argument.strip().lower()
-    if word in ("on", "off"):
-        await notices.async_set(subscriber, on=word == "on")
-        return texts(f"notices_{word}")
-    on = subscriber.person in notices.subscribers
+    words = argument.strip().lower().split()
+    if words in (["on"], ["on", QUIET]):
+        quiet = len(words) == 2  # noqa: PLR2004 - "on quiet"
+        await notices.async_set(replace(subscriber, cleared=not quiet), on=True)
+        return texts("notices_on_quiet" if quiet else "notices_on")
+    if words == ["off"]:
+        await notices.async_set(subscriber, on=False)
+        if notices.is_listed(subscriber.person):
+            return texts("notices_off_listed")
+        return texts("notices_off")
+    on = subscriber.person in notices.recipients()
     return texts("notices_are_on" if on else "notices_usage")
