@@ -99,7 +99,7 @@ JUNK: Final = [
     Junk("cut_off_schema", json.dumps(SCHEMAS)[:500]),
     Junk("json_data_dump", TOOL_RESULT),
     Junk("system_prompt_echo", SYSTEM_PROMPT + "\n\nThe kitchen lights are on."),
-    Junk("system_prompt_run", "Sure. Use only entities listed here or returned by tools, by exact entity_id. Answer briefly, in the user's language.", "Sure."),
+    Junk("system_prompt_run", "Sure. Use only entities listed here or returned by tools, by exact entity_id. Answer briefly in the user's language.", "Sure."),
     Junk("tool_description_echo", " ".join(spec.description for spec in SPECS if spec.description)),
 ]  # fmt: skip
 

@@ -366,7 +366,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ),
         ToolSpec(
             name="cancel_task",
-            description="Cancel a task from list_tasks.",
+            description="",  # its name and arguments say it
             args_schema=CancelTaskArgs,
             handler=cancel_task,
             changes_state=True,

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import State
 from homeassistant.util import dt as dt_util
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ..const import LOGGER
 from ..security.firewall import DATAMARKS, datamark, mark_untrusted_parts
@@ -282,7 +282,7 @@ class GetHistoryArgs(BaseModel):
 
     entity_id: str
     # Default DEFAULT_HOURS: the answer says what it covers.
-    hours: float | None = None
+    hours: float | None = Field(default=None, description=f"max {MAX_HOURS:g}")
 
 
 # A value written outside the house, as it will be fenced: (text, label).
@@ -582,7 +582,7 @@ async def get_history(ctx: ToolContext, args: GetHistoryArgs) -> str:
 HISTORY_TOOLS: Final = (
     ToolSpec(
         name="get_history",
-        description="An entity's past states; min/max/mean.",
+        description="Past states; min/max/mean.",
         args_schema=GetHistoryArgs,
         handler=get_history,
     ),

@@ -80,7 +80,7 @@ def memory_tools(memory: ProfileMemory) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="remember",
-            description="Remember what the user asks you to, in their words.",
+            description="Remember what the user asks, in their words.",
             args_schema=RememberArgs,
             handler=remember,
             writes_memory=True,

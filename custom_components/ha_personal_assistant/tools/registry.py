@@ -141,13 +141,11 @@ def _compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
         result["properties"] = {
             name: _compact_property(prop, defs) for name, prop in properties.items()
         }
-    # A tool's first argument is required by nature (DESIGN §2: arguments
-    # beyond the first may be optional), so a ``required`` that names only it
-    # (get_state, get_history) costs prompt tokens on every request and tells
-    # the model nothing; it is validated here all the same.
-    required = list(schema.get("required", []))
-    if required and required != list(properties)[:1]:
-        result["required"] = required
+    # A tool's only argument is required by nature: saying so costs prompt
+    # tokens on every request and tells the model nothing (it is validated
+    # here all the same).
+    if schema.get("required") and len(properties) > 1:
+        result["required"] = list(schema["required"])
     return result
 
 
