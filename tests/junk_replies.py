@@ -12,8 +12,10 @@ import json
 from typing import Final, NamedTuple
 
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
+from custom_components.ha_personal_assistant.tasks.tools import task_tools
 from custom_components.ha_personal_assistant.tools.documents import document_tools
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
+from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tools.registry import (
     ToolRegistry,
@@ -21,11 +23,15 @@ from custom_components.ha_personal_assistant.tools.registry import (
 )
 from custom_components.ha_personal_assistant.tools.web import web_tools
 
+# Every tool, in the integration's order (runtime.py): the described ones are
+# read one after the other, as the model reads them.
 SPECS: Final[list[ToolSpec]] = [
     *HA_TOOLS,
+    *HISTORY_TOOLS,
     *web_tools(None),  # type: ignore[arg-type]
     *document_tools(None),  # type: ignore[arg-type]
     *memory_tools(None),  # type: ignore[arg-type]
+    *task_tools(None),  # type: ignore[arg-type]
 ]
 # Built like the integration builds it: the registry tells the checks what
 # the model reads about its tools.
@@ -93,8 +99,8 @@ JUNK: Final = [
     Junk("cut_off_schema", json.dumps(SCHEMAS)[:500]),
     Junk("json_data_dump", TOOL_RESULT),
     Junk("system_prompt_echo", SYSTEM_PROMPT + "\n\nThe kitchen lights are on."),
-    Junk("system_prompt_run", "Sure. Answer briefly, in the user's language. Use exact entity_id values. Say something was done only when a tool reported success.", "Sure."),
-    Junk("tool_description_echo", " ".join(spec.description for spec in SPECS)),
+    Junk("system_prompt_run", "Sure. Use only entities listed here or returned by tools, by exact entity_id. Answer briefly in the user's language.", "Sure."),
+    Junk("tool_description_echo", " ".join(spec.description for spec in SPECS if spec.description)),
 ]  # fmt: skip
 
 JUNK_IDS: Final = [junk.name for junk in JUNK]

@@ -176,7 +176,10 @@ def test_names_come_from_the_registry_disabled_tools_included() -> None:
     check.add(["schedule"])
     assert check.check("Sure: schedule(tea)") is None
     assert check.check('Sure: schedule("Tea at five")') is not None
-    registry = ToolRegistry(SPECS, disabled={"watch": "switched off"})
+    registry = ToolRegistry(
+        [spec for spec in SPECS if spec.name != "watch"],
+        disabled={"watch": "switched off"},
+    )
     assert "watch" not in registry
     own = registry.reply_check
     assert own.check('I will watch("binary_sensor.door")') is not None
@@ -188,11 +191,12 @@ def test_names_come_from_the_registry_disabled_tools_included() -> None:
 
 def test_descriptions_of_every_tool_are_instructions() -> None:
     """A registry makes its tools' descriptions count as the prompt."""
-    text = SPECS[0].description + " " + SPECS[1].description
+    first, second = [spec.description for spec in SPECS if spec.description][:2]
+    text = first + " " + second
     assert check_reply(text) is not None
     check = ReplyCheck()
     assert check.check(text) is None
-    check.add(texts=[SPECS[0].description, SPECS[1].description])
+    check.add(texts=[first, second])
     assert check.check(text) is not None
 
 

@@ -17,7 +17,10 @@ history. Sent straight to llama-server (``/apply-template``, then
 Prints the tokens evaluated per message (the first message of each chat
 apart: it must read its history's start anyway) and the reuse ratio.
 
-    .venv/bin/python bench/real_model/two_chats.py [--ref REF]
+    .venv/bin/python bench/real_model/two_chats.py [--ref REF] [--prefix-only]
+
+``--prefix-only`` prints only each checkout's prefix in tokens (and its
+parts), on one server.
 """
 
 from __future__ import annotations
@@ -116,6 +119,24 @@ def prefix_tokens(url: str, prefix: dict[str, Any]) -> int:
     return len(_post(url, "/tokenize", {"content": head})["tokens"])
 
 
+def print_prefix(url: str, name: str, prefix: dict[str, Any]) -> None:
+    """Print the prefix's tokens, and of its parts: the prompt, the tools' JSON."""
+
+    def tokens(text: str) -> int:
+        return len(_post(url, "/tokenize", {"content": text})["tokens"])
+
+    spaced = "\n".join(json.dumps(tool) for tool in prefix["tools"])
+    compact = "\n".join(
+        json.dumps(tool, separators=(",", ":")) for tool in prefix["tools"]
+    )
+    print(
+        f"{name:28s} | prefix {prefix_tokens(url, prefix):5d} "
+        f"({len(prefix['tools'])} tools) | system prompt {tokens(prefix['system'])}"
+        f" | tools' JSON as tojson {tokens(spaced)}, compact {tokens(compact)}",
+        flush=True,
+    )
+
+
 def _turn(
     url: str, prefix: dict[str, Any], history: list[dict[str, Any]], slot: int | None
 ) -> tuple[int, int]:
@@ -167,6 +188,11 @@ def main() -> None:
     """Measure every setting for the working tree (and --ref), print a table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ref", default=None, help="also measure this git ref")
+    parser.add_argument(
+        "--prefix-only",
+        action="store_true",
+        help="only each checkout's prefix in tokens, on one server",
+    )
     args = parser.parse_args()
     binary = llama_server_path()
     assert binary is not None
@@ -188,6 +214,11 @@ def main() -> None:
         checkouts.append((f"ref {args.ref} {commit[:10]}", worktree))
     logs = CACHE / "runs" / time.strftime("two-chats-%Y%m%d-%H%M%S")
     try:
+        if args.prefix_only:
+            with LlamaServer(binary, gguf, log=logs / "prefix.log") as server:
+                for name, checkout in checkouts:
+                    print_prefix(server.url, name, prefix_of(checkout))
+            return
         for name, checkout in checkouts:
             prefix = prefix_of(checkout)
             for label, settings, pinned in SETTINGS:

@@ -112,7 +112,8 @@ class SharedTool(Tool):
         self.tool_name = spec.name
         self.name = f"{DOMAIN}__{spec.name}"
         self.title = shared.title
-        self.description = spec.description
+        # Our model reads some tools by name alone; other agents get a title.
+        self.description = spec.description or shared.title
         self.parameters = parameters(spec.args_schema)
         self.annotations = shared.annotations
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.util import dt as dt_util
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
@@ -71,8 +71,8 @@ BRIEFING: Final = "BRIEFING"
 class ScheduleArgs(BaseModel):
     """Arguments of schedule."""
 
-    # The one word the model needs to know here: a daily briefing is a task.
-    message: str = Field(description="BRIEFING for a daily briefing")
+    # BRIEFING (the tool's description says so): a daily briefing is a task.
+    message: str
     at: str
     repeat: str | None = None
     action: dict[str, Any] | None = None
@@ -341,8 +341,8 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ToolSpec(
             name="schedule",
             description=(
-                "Remind the user, or act, at a time. "
-                "repeat: none, daily, weekdays or weekly."
+                "Remind or act at a time. repeat: none, daily, weekdays or "
+                "weekly. message BRIEFING: a daily briefing."
             ),
             args_schema=ScheduleArgs,
             handler=schedule,
@@ -351,7 +351,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ToolSpec(
             name="watch",
             description=(
-                "Tell the user, or act, when an entity reaches a state (on, >25). "
+                "Tell or act when an entity reaches a state (on, >25). "
                 "at: check once; until: give up."
             ),
             args_schema=WatchArgs,
@@ -360,13 +360,13 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ),
         ToolSpec(
             name="list_tasks",
-            description="List the user's tasks.",
+            description="",  # its name and arguments say it
             args_schema=ListTasksArgs,
             handler=list_tasks,
         ),
         ToolSpec(
             name="cancel_task",
-            description="Cancel a task from list_tasks.",
+            description="",  # its name and arguments say it
             args_schema=CancelTaskArgs,
             handler=cancel_task,
             changes_state=True,

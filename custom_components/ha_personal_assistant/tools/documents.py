@@ -100,7 +100,7 @@ def document_tools(index: DocumentIndex) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="search_documents",
-            description="Search household documents and notes.",
+            description="",  # its name and arguments say it
             args_schema=SearchDocumentsArgs,
             handler=search_documents,
             untrusted_output=True,

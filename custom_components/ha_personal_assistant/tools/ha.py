@@ -482,19 +482,19 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
 HA_TOOLS: Final = (
     ToolSpec(
         name="get_state",
-        description="Read an entity's state and attributes.",
+        description="",  # its name and arguments say it
         args_schema=GetStateArgs,
         handler=get_state,
     ),
     ToolSpec(
         name="list_entities",
-        description="List your entities, by domain or area.",
+        description="",  # its name and arguments say it
         args_schema=ListEntitiesArgs,
         handler=list_entities,
     ),
     ToolSpec(
         name="call_service",
-        description="Call a service, e.g. light.turn_on.",
+        description="Call a service (light.turn_on).",
         args_schema=CallServiceArgs,
         handler=call_service,
         changes_state=True,

@@ -282,7 +282,7 @@ class GetHistoryArgs(BaseModel):
 
     entity_id: str
     # Default DEFAULT_HOURS: the answer says what it covers.
-    hours: float | None = Field(default=None, description=f"At most {MAX_HOURS:g}")
+    hours: float | None = Field(default=None, description=f"max {MAX_HOURS:g}")
 
 
 # A value written outside the house, as it will be fenced: (text, label).
@@ -582,7 +582,7 @@ async def get_history(ctx: ToolContext, args: GetHistoryArgs) -> str:
 HISTORY_TOOLS: Final = (
     ToolSpec(
         name="get_history",
-        description="An entity's past states; of a number min, max, mean.",
+        description="Past states; min/max/mean.",
         args_schema=GetHistoryArgs,
         handler=get_history,
     ),

@@ -80,14 +80,14 @@ def memory_tools(memory: ProfileMemory) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="remember",
-            description="Remember a fact the user asks you to, in their words.",
+            description="Remember what the user asks, in their words.",
             args_schema=RememberArgs,
             handler=remember,
             writes_memory=True,
         ),
         ToolSpec(
             name="forget",
-            description="Forget remembered facts that match.",
+            description="",  # its name and arguments say it
             args_schema=ForgetArgs,
             handler=forget,
             writes_memory=True,

@@ -100,11 +100,14 @@ class ToolSpec:
     def schema(self) -> dict[str, Any]:
         """Return the tool in the function-calling format Ollama expects."""
         params = self.args_schema.model_json_schema()
+        # A tool whose name and arguments say it all (get_state(entity_id))
+        # has no description: none is sent rather than an empty one.
+        described = {"description": self.description} if self.description else {}
         return {
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": self.description,
+                **described,
                 "parameters": _compact_schema(params),
             },
         }
@@ -112,8 +115,9 @@ class ToolSpec:
     def texts(self) -> list[str]:
         """Return the descriptions the model reads: the tool's and its arguments'."""
         properties = self.schema()["function"]["parameters"].get("properties", {})
+        texts = [self.description] if self.description else []
         return [
-            self.description,
+            *texts,
             *(str(p["description"]) for p in properties.values() if "description" in p),
         ]
 

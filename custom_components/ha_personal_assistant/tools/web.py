@@ -375,7 +375,7 @@ def web_tools(executor: BlockingExecutor) -> tuple[ToolSpec, ...]:
     return (
         ToolSpec(
             name="web_search",
-            description="Search the web for public information.",
+            description="",  # its name and arguments say it
             args_schema=WebSearchArgs,
             handler=web_search,
             untrusted_output=True,
