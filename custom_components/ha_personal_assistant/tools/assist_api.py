@@ -36,8 +36,8 @@ from ..security.permissions import (
     ResolvedCall,
     Verdict,
     evaluate_call,
-    require_confirmation,
 )
+from .ha import hold_for_confirmation
 from .registry import ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
@@ -56,6 +56,11 @@ TIMER_SERVICES: Final = ("start_timer", "cancel_timer")
 # Where a timer action keeps HA's arguments until it is confirmed.
 TIMER_ARGS: Final = "timer"
 MAX_NAME_CHARS: Final = 40
+# What the model is told of a held call (Telegram buttons or Assist's yes).
+HELD_NOTE: Final = (
+    "Nothing was done yet. The user is asked to confirm; tell "
+    "them to confirm if they want this."
+)
 NOT_EVERY_SATELLITE: Final = (
     "a broadcast reaches every voice satellite, and not all of them are "
     "shared with the assistant"
@@ -148,20 +153,9 @@ class HaTool:
             if verdict.decision is Decision.BLOCK:
                 msg = f"Refused: {verdict.reason}."
                 raise ToolError(msg)
-            if ctx.tainted:
-                # The taint rule, as for call_service.
-                verdict = require_confirmation(verdict, ctx.taint_sources)
-            if verdict.decision is Decision.CONFIRM:
-                if not any(p.calls == verdict.calls for p in ctx.proposals):
-                    ctx.proposals.append(verdict)
-                return {
-                    "result": "waiting_for_confirmation",
-                    "reason": verdict.reason,
-                    "note": (
-                        "Nothing was done yet. The user is asked to confirm; tell "
-                        "them to confirm if they want this."
-                    ),
-                }
+            # The taint rule and Confirm, as for call_service.
+            if (held := hold_for_confirmation(ctx, verdict, HELD_NOTE)) is not None:
+                return held
         data = await async_call_ha_tool(
             ctx.hass,
             self.ha_name,

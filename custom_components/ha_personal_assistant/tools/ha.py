@@ -403,6 +403,36 @@ async def async_run_calls(
         )
 
 
+CONFIRM_NOTE: Final = (
+    "Nothing was done yet. The user gets a message with Confirm and "
+    "Cancel buttons; tell them to press Confirm if they want this."
+)
+
+
+def hold_for_confirmation(
+    ctx: ToolContext, verdict: Verdict, note: str
+) -> dict[str, Any] | None:
+    """Hold a state change that needs the user's Confirm; None: it may run.
+
+    The taint rule first: text from the web or a document is in this turn,
+    so nothing changes on the model's word alone, whatever the policy says.
+    What that text is goes with the proposal: the request says why. A held
+    call never runs here: the user confirms (a Telegram button, Assist's
+    yes), which the model cannot do; the request is sent after this turn.
+    """
+    if ctx.tainted:
+        verdict = require_confirmation(verdict, ctx.taint_sources)
+    if verdict.decision is not Decision.CONFIRM:
+        return None
+    if not any(p.calls == verdict.calls for p in ctx.proposals):
+        ctx.proposals.append(verdict)
+    return {
+        "result": "waiting_for_confirmation",
+        "reason": verdict.reason,
+        "note": note,
+    }
+
+
 async def _audit(ctx: ToolContext, verdict: Verdict, name: str, outcome: str) -> None:
     if ctx.database is None:
         return
@@ -444,24 +474,8 @@ async def call_service(ctx: ToolContext, args: CallServiceArgs) -> dict[str, Any
         await _audit(ctx, verdict, name, "refused")
         msg = f"Refused: {verdict.reason}."
         raise ToolError(msg)
-    if ctx.tainted:
-        # The taint rule: text from the web or a document is in this turn, so
-        # nothing changes on the model's word alone, whatever the policy says.
-        # What that text is goes with the proposal: the request says why.
-        verdict = require_confirmation(verdict, ctx.taint_sources)
-    if verdict.decision is Decision.CONFIRM:
-        # Never run here: the user confirms with a Telegram button, and the
-        # model cannot press it. The request is sent after this turn.
-        if not any(p.calls == verdict.calls for p in ctx.proposals):
-            ctx.proposals.append(verdict)
-        return {
-            "result": "waiting_for_confirmation",
-            "reason": verdict.reason,
-            "note": (
-                "Nothing was done yet. The user gets a message with Confirm and "
-                "Cancel buttons; tell them to press Confirm if they want this."
-            ),
-        }
+    if (held := hold_for_confirmation(ctx, verdict, CONFIRM_NOTE)) is not None:
+        return held
     try:
         await async_run_calls(hass, verdict.calls, ctx.ha_user_id, ctx.person)
     except ToolError:
