@@ -76,8 +76,8 @@ from .telegram import TelegramGateway
 from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
-from .tools.history import HISTORY_TOOLS
 from .tools.memory import memory_tools
+from .tools.recorder import RECORDER_TOOLS
 from .tools.registry import ToolRegistry
 from .tools.web import WEB_SEARCH_OFF, web_tools
 
@@ -234,7 +234,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     registry = ToolRegistry(
         [
             *HA_TOOLS,
-            *HISTORY_TOOLS,
+            *RECORDER_TOOLS,
             *(web_tools(storage.executor) if web_on else ()),
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
