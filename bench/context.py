@@ -79,6 +79,7 @@ from custom_components.ha_personal_assistant.backends import (  # noqa: E402
 from custom_components.ha_personal_assistant.const import (  # noqa: E402
     DOMAIN,
     EMBED_TIMEOUT,
+    MAX_CONCURRENT_MODEL_CALLS,
 )
 from custom_components.ha_personal_assistant.context import (  # noqa: E402
     EntityIndex,
@@ -95,9 +96,8 @@ from custom_components.ha_personal_assistant.models import (  # noqa: E402
 from custom_components.ha_personal_assistant.ollama_api import (  # noqa: E402
     async_embed,
 )
-from custom_components.ha_personal_assistant.store.shared import (  # noqa: E402
-    async_acquire_storage,
-    async_release_storage,
+from custom_components.ha_personal_assistant.store.storage import (  # noqa: E402
+    Storage,
 )
 from custom_components.ha_personal_assistant.store.vectors import (  # noqa: E402
     MAINTENANCE_TIMEOUT,
@@ -293,7 +293,7 @@ def _assistant(hass: Any, storage: Any) -> Assistant:
         num_ctx=8192,
         session_timeout=3600,
         request_timeout=30,
-        model_slots=storage.model_slots,
+        model_slots=asyncio.Semaphore(MAX_CONCURRENT_MODEL_CALLS),
         executor=storage.executor,
     )
 
@@ -390,7 +390,7 @@ async def main() -> None:  # noqa: PLR0915 - one run, printed in order
         ):
             async with async_test_home_assistant(config_dir=config_dir) as hass:
                 assert await async_setup_component(hass, "homeassistant", {})
-                storage = await async_acquire_storage(hass)
+                storage = await Storage.async_open(hass)
                 documents: DocumentIndex | None = None
                 try:
                     # Baseline: a bare turn, empty house, no documents.
@@ -435,7 +435,7 @@ async def main() -> None:  # noqa: PLR0915 - one run, printed in order
                 finally:
                     if documents is not None:
                         await documents.async_stop()
-                    await async_release_storage(hass)
+                    await storage.async_close(hass)
 
     finally:
         await ollama.async_stop()

@@ -178,7 +178,7 @@ def instrument(entry: Any) -> list[TurnTiming]:
     data = entry.runtime_data
     gateway, assistant = data.gateway, data.assistant
     timings: list[TurnTiming] = []
-    _time_slot_waits(data.storage.model_slots)
+    _time_slot_waits(assistant.model_slots)
     handle, turn = gateway._async_handle, assistant.async_turn  # noqa: SLF001
 
     async def timed_handle(incoming: Any) -> None:

@@ -53,7 +53,7 @@ from pytest_homeassistant_custom_component.components.recorder.common import (
 )
 
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
-from custom_components.ha_personal_assistant.tools import history as history_tool
+from custom_components.ha_personal_assistant.tools import recorder as recorder_tool
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
 from custom_components.ha_personal_assistant.tools.registry import (
     ToolContext,
@@ -100,7 +100,7 @@ class Probe:
         self.summary: Any = None
         instance = get_instance(hass)
         submit = instance.async_add_executor_job
-        read = history_tool.read_history
+        read = recorder_tool.read_history
 
         def timed_submit(target: Any, *args: Any) -> Any:
             self.submitted = time.perf_counter()
@@ -117,7 +117,7 @@ class Probe:
             return self.summary
 
         instance.async_add_executor_job = timed_submit  # type: ignore[method-assign]
-        history_tool.read_history = timed_read  # type: ignore[assignment]
+        recorder_tool.read_history = timed_read  # type: ignore[assignment]
 
 
 async def _write(hass: HomeAssistant) -> None:
@@ -175,21 +175,21 @@ async def _timed_naive(hass: HomeAssistant, entity_id: str) -> float:
     from homeassistant.util import dt as dt_util  # noqa: PLC0415
 
     end = dt_util.utcnow()
-    start = end - timedelta(hours=history_tool.DEFAULT_HOURS)
+    start = end - timedelta(hours=recorder_tool.DEFAULT_HOURS)
     rows = await get_instance(hass).async_add_executor_job(
-        history_tool.query_rows, hass, entity_id, start
+        recorder_tool.query_rows, hass, entity_id, start
     )
     started = time.perf_counter()
     state = hass.states.get(entity_id)
     assert state is not None
-    summary = history_tool.summarize(
+    summary = recorder_tool.summarize(
         rows,
         start.timestamp(),
         end.timestamp(),
         (state.state, state.last_changed_timestamp),
     )
     ctx = ToolContext(hass=hass, database=None, person="bench")
-    answer = history_tool._Answer(ctx, state, history_tool.DEFAULT_HOURS)  # noqa: SLF001
+    answer = recorder_tool._Answer(ctx, state, recorder_tool.DEFAULT_HOURS)  # noqa: SLF001
     answer.history(summary, start.timestamp(), None)
     return time.perf_counter() - started
 
@@ -217,7 +217,7 @@ async def test_history_bench(hass: HomeAssistant) -> None:
     written = time.perf_counter() - written
     for entity_id in (MOTION, TEMPERATURE):
         async_expose_entity(hass, "conversation", entity_id, should_expose=True)
-    registry = ToolRegistry([*HA_TOOLS, *history_tool.HISTORY_TOOLS])
+    registry = ToolRegistry([*HA_TOOLS, *recorder_tool.RECORDER_TOOLS])
     probe = Probe(hass)
 
     print()
@@ -243,7 +243,7 @@ async def test_history_bench(hass: HomeAssistant) -> None:
             return [r[key] for r in rounds]
 
         loop = statistics.median(column("loop"))
-        assert max(column("tokens")) <= history_tool.MAX_RESULT_TOKENS
+        assert max(column("tokens")) <= recorder_tool.MAX_RESULT_TOKENS
         print(f"\n{entity_id} ({kind}, {int(rounds[0]['runs']):,} runs read):")
         print(f"  event loop, our code:      {_ms(column('loop'))}")
         print(f"    before the recorder job: {_ms(column('before'))}")
@@ -252,7 +252,7 @@ async def test_history_bench(hass: HomeAssistant) -> None:
         print(f"  recorder query (executor): {_ms(column('query'))}")
         print(f"  our reduction (executor):  {_ms(column('reduce'))}")
         print(f"  whole call, wall:          {_ms(column('total'))}")
-        cap = history_tool.MAX_RESULT_TOKENS
+        cap = recorder_tool.MAX_RESULT_TOKENS
         print(f"  answer: {int(max(column('tokens')))} tokens (cap {cap})")
         print(f"  baseline get_state:        {_ms(floor)}")
         print(f"  baseline naive (on loop):  {_ms(naive)}")

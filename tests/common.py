@@ -34,7 +34,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_REQUEST_TIMEOUT,
     DOMAIN,
 )
-from custom_components.ha_personal_assistant.i18n import Texts
+from custom_components.ha_personal_assistant.i18n import TEXTS_DIR, Texts, load_texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -56,15 +56,16 @@ EXPOSED = (
     "cover.kitchen_window",
 )
 HIDDEN = "light.ceiling_lights"
-TRANSLATIONS = Path(__file__).parent.parent / (
-    "custom_components/ha_personal_assistant/translations"
-)
+INTEGRATION = Path(__file__).parent.parent / "custom_components/ha_personal_assistant"
+TRANSLATIONS = INTEGRATION / "translations"
 
 
 @cache
 def _messages(language: str) -> dict[str, str]:
+    """Return the chat texts and the raised errors' messages of a language."""
     data = json.loads((TRANSLATIONS / f"{language}.json").read_text("utf-8"))
-    return {key: value["message"] for key, value in data["exceptions"].items()}
+    errors = {key: value["message"] for key, value in data["exceptions"].items()}
+    return errors | load_texts(TEXTS_DIR, language)
 
 
 def fixed_text(key: str, language: str = "en", **placeholders: Any) -> str:
@@ -73,14 +74,8 @@ def fixed_text(key: str, language: str = "en", **placeholders: Any) -> str:
 
 
 def texts(language: str = "en") -> Texts:
-    """Return the fixed texts of a language as HA loads them, without HA."""
-    return Texts(
-        language,
-        {
-            f"component.{DOMAIN}.exceptions.{key}.message": value
-            for key, value in _messages(language).items()
-        },
-    )
+    """Return the chat texts of a language as the integration loads them."""
+    return Texts(language, load_texts(TEXTS_DIR, language))
 
 
 async def async_setup_house(hass: HomeAssistant) -> None:

@@ -15,8 +15,8 @@ from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
 from custom_components.ha_personal_assistant.tasks.tools import task_tools
 from custom_components.ha_personal_assistant.tools.documents import document_tools
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
-from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
+from custom_components.ha_personal_assistant.tools.recorder import RECORDER_TOOLS
 from custom_components.ha_personal_assistant.tools.registry import (
     ToolRegistry,
     ToolSpec,
@@ -27,7 +27,7 @@ from custom_components.ha_personal_assistant.tools.web import web_tools
 # read one after the other, as the model reads them.
 SPECS: Final[list[ToolSpec]] = [
     *HA_TOOLS,
-    *HISTORY_TOOLS,
+    *RECORDER_TOOLS,
     *web_tools(None),  # type: ignore[arg-type]
     *document_tools(None),  # type: ignore[arg-type]
     *memory_tools(None),  # type: ignore[arg-type]

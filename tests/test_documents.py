@@ -46,7 +46,6 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.documents import folder as documents_folder
 from custom_components.ha_personal_assistant.documents.index import DocumentIndex
-from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
 from .common import (
     MODEL,
@@ -745,10 +744,11 @@ async def test_unloading_after_embedding_failed_on_a_full_disk_closes_the_storag
     assert len(index.vectors) == stored
     assert rows(entry, "SELECT COUNT(*) FROM rag_vectors")[0][0] == stored
 
+    storage = entry.runtime_data.storage
     assert await hass.config_entries.async_unload(entry.entry_id)
     assert entry.state is ConfigEntryState.NOT_LOADED
-    # The storage was released: the next start opens it afresh.
-    assert hass.data[DATA_STORAGE].storage is None
+    # The storage was closed: the next start opens it afresh.
+    assert storage.executor.closed
 
 
 async def test_ha_knowledge_is_refreshed_daily(

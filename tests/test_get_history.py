@@ -30,12 +30,12 @@ from pytest_homeassistant_custom_component.components.recorder.common import (  
 
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
-from custom_components.ha_personal_assistant.tools.history import (
-    HISTORY_TOOLS,
+from custom_components.ha_personal_assistant.tools.recorder import (
     MAX_HOURS,
     MAX_RESULT_TOKENS,
     NO_RECORDER,
     NOT_RECORDED,
+    RECORDER_TOOLS,
     spoken_duration,
     spoken_time,
     summarize,
@@ -229,7 +229,7 @@ async def history(
     hass: HomeAssistant, ctx: ToolContext | None = None, **args: Any
 ) -> str:
     """Call get_history through the registry, as the agent does."""
-    registry = ToolRegistry(HISTORY_TOOLS)
+    registry = ToolRegistry(RECORDER_TOOLS)
     outcome = await registry.async_call(ctx or context(hass), "get_history", args)
     return outcome.content
 
@@ -603,13 +603,13 @@ async def test_a_recorder_migration_answers_with_the_current_state(
 
 def test_the_tool_is_declared_for_the_model() -> None:
     """Typed arguments, registered right after the Home Assistant tools."""
-    [spec] = HISTORY_TOOLS
+    [spec] = RECORDER_TOOLS
     parameters = spec.schema()["function"]["parameters"]
     assert parameters["required"] == ["entity_id"]
     assert parameters["properties"]["hours"]["type"] == "number"
     assert "168" in parameters["properties"]["hours"]["description"]
     assert not spec.changes_state
-    names = ToolRegistry([*HA_TOOLS, *HISTORY_TOOLS]).names
+    names = ToolRegistry([*HA_TOOLS, *RECORDER_TOOLS]).names
     assert names[-1] == "get_history"
 
 

@@ -31,7 +31,7 @@ from custom_components.ha_personal_assistant.context import SUMMARIZE_AT
 from custom_components.ha_personal_assistant.memory import learner as learner_module
 from custom_components.ha_personal_assistant.runtime import SUMMARY_SWEEP_INTERVAL
 from custom_components.ha_personal_assistant.store import database as db_module
-from custom_components.ha_personal_assistant.store import history as history_store
+from custom_components.ha_personal_assistant.store import turns as turns_store
 from custom_components.ha_personal_assistant.telegram import ReplyStream
 from custom_components.ha_personal_assistant.tools import web
 
@@ -550,7 +550,7 @@ async def test_a_summary_that_cannot_be_read_leaves_the_reply_without_it(
         msg = "database is locked"
         raise sqlite3.OperationalError(msg)
 
-    monkeypatch.setattr(history_store, "previous_summary", locked)
+    monkeypatch.setattr(turns_store, "previous_summary", locked)
     await _talk(telegram, 3, 1)
     assert telegram.sent_messages()[-1]["text"] == "Echo: 3"
     assert _opening(_chats(fake_ollama)[-1]) is None

@@ -18,7 +18,10 @@ from homeassistant.helpers import issue_registry as ir
 
 from custom_components.ha_personal_assistant.const import DOMAIN
 from custom_components.ha_personal_assistant.i18n import (
+    ENGLISH,
     LANGUAGES,
+    Texts,
+    load_texts,
     match_language,
     pick_language,
 )
@@ -46,6 +49,16 @@ UNLOCK = {"domain": "lock", "service": "unlock", "entity_id": "lock.front_door"}
 # hassfest's rules for a translated value (script/hassfest/translations.py).
 _HTML = re.compile(r"<[a-z].*?>", re.IGNORECASE)
 _SINGLE_QUOTED = re.compile(r"'{\w+}'")
+# The keys of what reading an attached file raises (generate.py, media.py).
+_MEDIA_ERRORS = (
+    "media_too_large_unknown",
+    "file_not_text",
+    "file_empty",
+    "pdf_unreadable",
+    "pdf_encrypted",
+    "pdf_too_many_pages",
+    "pdf_no_text",
+)
 _KEY = re.compile(r"^(?!.+[_-]{2})(?![_-])[a-z0-9-_]+(?<![_-])$")
 
 
@@ -99,9 +112,10 @@ def test_the_first_shipped_language_wins_else_english() -> None:
     assert pick_language(None, "xx") == "en"
 
 
-def test_every_shipped_language_has_a_file_and_no_other() -> None:
-    """translations/ holds exactly the languages the integration chooses from."""
-    files = {path.stem for path in (INTEGRATION / "translations").glob("*.json")}
+@pytest.mark.parametrize("folder", ["translations", "texts"])
+def test_every_shipped_language_has_a_file_and_no_other(folder: str) -> None:
+    """translations/ and texts/ hold exactly the languages chosen from."""
+    files = {path.stem for path in (INTEGRATION / folder).glob("*.json")}
     assert files == set(LANGUAGES)
     assert {"en", "de", "fr", "es", "it", "nl", "pl", "pt", "ru", "uk"} < files
     assert "zh-Hans" in files
@@ -132,6 +146,95 @@ def test_every_text_is_translated_with_the_same_placeholders(language: str) -> N
             assert text != english[key], key
 
 
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_every_chat_text_is_translated_with_the_same_placeholders(
+    language: str,
+) -> None:
+    """Each texts/ file has every key of the English one, and its {placeholders}."""
+    english = _texts(ENGLISH)
+    translated = _texts(language)
+    assert set(translated) == set(english)
+    for key, text in translated.items():
+        assert _placeholders(text) == _placeholders(english[key]), key
+        assert text == text.strip(), key
+        assert not _HTML.search(text), key
+        assert _KEY.match(key), key
+        words = re.sub(r"\{\w+\}", "", text)
+        if language != ENGLISH and sum(c.isalpha() for c in words) >= 12:
+            # Written for the language, not copied (see above).
+            assert text != english[key], key
+
+
+def test_the_errors_and_the_chat_texts_are_apart() -> None:
+    """Exceptions holds only what the code raises; the chat texts are in texts/.
+
+    A key in both is an error that is also said in a chat (a file Telegram
+    or an AI task brought that has no text): the same words in both places.
+    """
+    raised = set(_raised_keys())
+    errors = STRINGS["exceptions"]
+    assert set(errors) == raised
+    chat = _texts(ENGLISH)
+    for key in raised & set(chat):
+        assert chat[key] == errors[key]["message"], key
+    assert "confirm_request" in chat
+    assert "confirm_request" not in errors
+
+
+def test_a_translation_that_breaks_a_text_falls_back_to_english(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A missing key or different placeholders: the English text is used."""
+    (tmp_path / "en.json").write_text(
+        json.dumps({"hello": "Hello {name}", "bye": "Bye", "left": "Left out"}),
+        "utf-8",
+    )
+    (tmp_path / "de.json").write_text(
+        json.dumps({"hello": "Hallo {nom}", "bye": "Tschüss", "extra": "x"}), "utf-8"
+    )
+    texts = Texts("de", load_texts(tmp_path, "de"))
+    assert texts("hello", name="Ann") == "Hello Ann"
+    assert texts("bye") == "Tschüss"
+    assert texts("left") == "Left out"
+    assert texts("extra") == "extra"
+    assert "string hello failed" in caplog.text
+
+
+def _texts(language: str) -> dict[str, str]:
+    path = INTEGRATION / "texts" / f"{language}.json"
+    data: dict[str, str] = json.loads(path.read_text("utf-8"))
+    return data
+
+
+def _raised_keys() -> Iterator[str]:
+    """Return each translation_key the package raises an error with."""
+    errors = {
+        "HomeAssistantError",
+        "ServiceValidationError",
+        "ConfigEntryError",
+        "ConfigEntryNotReady",
+        "ConfigEntryAuthFailed",
+    }
+    for path in INTEGRATION.rglob("*.py"):
+        tree = ast.parse(path.read_text("utf-8"))
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in errors
+            ):
+                continue
+            for keyword in node.keywords:
+                if keyword.arg != "translation_key":
+                    continue
+                if isinstance(keyword.value, ast.Constant):
+                    yield str(keyword.value.value)
+                else:
+                    # err.key of a file's MediaError (ai_task.py): the keys
+                    # the attachments' reading raises.
+                    yield from _MEDIA_ERRORS
+
+
 def _string_literals() -> Iterator[str]:
     for path in INTEGRATION.rglob("*.py"):
         tree = ast.parse(path.read_text("utf-8"))
@@ -157,17 +260,18 @@ def _string_literals() -> Iterator[str]:
 def test_no_fixed_text_is_left_in_the_code() -> None:
     """The texts people read come from the translations, not from constants.
 
-    Every piece (between placeholders) of every exceptions text longer than
-    a few words must not be a string in the package's code.
+    Every piece (between placeholders) of every exceptions and chat text
+    longer than a few words must not be a string in the package's code.
     """
     code = "\n".join(_string_literals())
     leftovers = []
-    for key, value in STRINGS["exceptions"].items():
+    every = {key: value["message"] for key, value in STRINGS["exceptions"].items()}
+    for key, text in (every | _texts(ENGLISH)).items():
         if key.startswith("source_"):
             # The integration's names of untrusted text: the model reads them
             # too, so they stay in the code and are translated when shown.
             continue
-        for piece in re.split(r"\{\w+\}|\n", value["message"]):
+        for piece in re.split(r"\{\w+\}|\n", text):
             piece = piece.strip(" .,:;()")  # noqa: PLW2901
             if len(piece) >= 20 and piece in code:
                 leftovers.append((key, piece))

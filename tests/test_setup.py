@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
@@ -22,10 +23,10 @@ from custom_components.ha_personal_assistant.const import (
     DOMAIN,
     STORAGE_DIR,
 )
+from custom_components.ha_personal_assistant.executor import ExecutorShutDownError
 from custom_components.ha_personal_assistant.security.confirmations import (
     ConfirmationManager,
 )
-from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
 from .common import (
     async_setup_assistant,
@@ -36,12 +37,12 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    import pytest
     from homeassistant.core import HomeAssistant
 
     from custom_components.ha_personal_assistant.store.checkpoints import (
         CheckpointStore,
     )
+    from custom_components.ha_personal_assistant.store.database import Database
 
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness
@@ -289,10 +290,11 @@ async def test_a_second_entry_does_not_answer_telegram_twice(
         data={CONF_OLLAMA_URL: fake_ollama.url + "/", CONF_MODEL: "qwen3:4b"},
     )
     second.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(second.entry_id)
+    assert not await hass.config_entries.async_setup(second.entry_id)
+    assert second.state is ConfigEntryState.SETUP_ERROR
     assert (
-        f"entry {second.entry_id} does not answer Telegram. Delete the one you do "
-        "not use" in caplog.text
+        "Another Personal Assistant entry is already running; delete the one you "
+        "do not use" in caplog.text
     )
     fake_ollama.reply("Only once.")
     await telegram.send_text("Hello")
@@ -407,7 +409,10 @@ async def test_a_setup_that_fails_midway_releases_the_storage(
     entry = await async_setup_assistant(hass, fake_ollama)
     assert await hass.config_entries.async_unload(entry.entry_id)
 
-    async def broken(_self: ConfirmationManager) -> list[object]:
+    opened: list[Database] = []
+
+    async def broken(self: ConfirmationManager) -> list[object]:
+        opened.append(self.database)
         msg = "reading the pending confirmations failed"
         raise RuntimeError(msg)
 
@@ -417,8 +422,8 @@ async def test_a_setup_that_fails_midway_releases_the_storage(
         assert entry.state is ConfigEntryState.SETUP_ERROR
     # Nothing of the failed setup is left running or holding the files.
     assert _worker_threads() == []
-    holder = hass.data[DATA_STORAGE]
-    assert (holder.storage, holder.users) == (None, 0)
+    with pytest.raises(ExecutorShutDownError):
+        await opened[0].async_run(lambda conn: conn.execute("SELECT 1"))
 
     assert await hass.config_entries.async_reload(entry.entry_id)
     await hass.async_block_till_done()

@@ -43,7 +43,7 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     target = _resolve(name, is_package, node.level, node.module)
                 else:
                     target = (node.module or "").removeprefix("custom_components.")
-                # "from .store import history" names a module, not a symbol.
+                # "from .store import turns" names a module, not a symbol.
                 targets = [
                     f"{target}.{alias.name}"
                     if f"{target}.{alias.name}" in files
@@ -102,7 +102,7 @@ def test_the_package_has_no_import_cycle() -> None:
     assert len(graph) > 40
     # The graph is read right: known edges, relative and "from . import x" forms.
     assert f"{NAME}.assistant" in graph[f"{NAME}.runtime"]
-    assert f"{NAME}.store.history" in graph[f"{NAME}.sessions"]
+    assert f"{NAME}.store.turns" in graph[f"{NAME}.sessions"]
     assert f"{NAME}.store.database" in graph[f"{NAME}.store.checkpoints"]
     assert cycles(graph) == []
 

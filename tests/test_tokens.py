@@ -22,8 +22,8 @@ from custom_components.ha_personal_assistant.tokens import (
     estimate_tokens,
 )
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
-from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
+from custom_components.ha_personal_assistant.tools.recorder import RECORDER_TOOLS
 
 from .token_samples import LANGUAGES, TOKENIZERS, intent_responses, translation_strings
 
@@ -74,7 +74,7 @@ def test_tool_schemas_and_a_chat_are_not_under_counted(tokenizer: str) -> None:
     encode = _tokenizer(tokenizer).encode
     schemas = [
         tool.schema()
-        for tool in (*HA_TOOLS, *HISTORY_TOOLS, *memory_tools(None))  # type: ignore[arg-type]
+        for tool in (*HA_TOOLS, *RECORDER_TOOLS, *memory_tools(None))  # type: ignore[arg-type]
     ]
     whole = json.dumps(schemas, ensure_ascii=False, separators=(",", ":"))
     assert estimate_json_tokens(schemas) >= len(encode(whole))

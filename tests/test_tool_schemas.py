@@ -21,8 +21,8 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.tasks.tools import task_tools
 from custom_components.ha_personal_assistant.tools.documents import document_tools
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
-from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
+from custom_components.ha_personal_assistant.tools.recorder import RECORDER_TOOLS
 from custom_components.ha_personal_assistant.tools.registry import ToolSpec
 from custom_components.ha_personal_assistant.tools.web import web_tools
 
@@ -55,7 +55,7 @@ def _specs() -> list[ToolSpec]:
     """Every tool the registry can hold (handlers are never called here)."""
     return [
         *HA_TOOLS,
-        *HISTORY_TOOLS,
+        *RECORDER_TOOLS,
         *web_tools(None),  # type: ignore[arg-type]
         *document_tools(None),  # type: ignore[arg-type]
         *memory_tools(None),  # type: ignore[arg-type]

@@ -73,13 +73,13 @@ import json, sys
 from unittest.mock import MagicMock
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
 from custom_components.ha_personal_assistant.tools.ha import HA_TOOLS
-from custom_components.ha_personal_assistant.tools.history import HISTORY_TOOLS
+from custom_components.ha_personal_assistant.tools.recorder import RECORDER_TOOLS
 from custom_components.ha_personal_assistant.tools.web import web_tools
 from custom_components.ha_personal_assistant.tools.documents import document_tools
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tasks.tools import task_tools
 from custom_components.ha_personal_assistant.tools.registry import ToolRegistry
-registry = ToolRegistry([*HA_TOOLS, *HISTORY_TOOLS, *web_tools(MagicMock()),
+registry = ToolRegistry([*HA_TOOLS, *RECORDER_TOOLS, *web_tools(MagicMock()),
     *document_tools(MagicMock()), *memory_tools(MagicMock()),
     *task_tools(MagicMock())])
 json.dump({"system": SYSTEM_PROMPT, "tools": registry.schemas()}, sys.stdout)

@@ -8,7 +8,11 @@ import sqlite3
 from typing import TYPE_CHECKING, Final
 
 from homeassistant.const import EVENT_HOMEASSISTANT_STOP, Platform
-from homeassistant.exceptions import ConfigEntryAuthFailed, ConfigEntryNotReady
+from homeassistant.exceptions import (
+    ConfigEntryAuthFailed,
+    ConfigEntryError,
+    ConfigEntryNotReady,
+)
 from homeassistant.helpers import config_validation as cv
 from homeassistant.helpers.importlib import async_import_module
 
@@ -35,12 +39,7 @@ from .security.injection_model import async_load_model
 from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .security.service_fields import async_warm as async_warm_descriptions
 from .services import async_setup_services
-from .store.shared import (
-    async_acquire_storage,
-    async_release_storage,
-    async_shutdown_storage,
-    storage_dir,
-)
+from .store.storage import Storage, storage_dir
 from .telegram_watch import EarlyUpdates
 
 if TYPE_CHECKING:
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from homeassistant.helpers.typing import ConfigType
 
     from .data import PersonalAssistantConfigEntry
-    from .store.shared import SharedStorage
 
 CONFIG_SCHEMA = cv.config_entry_only_config_schema(DOMAIN)
 PLATFORMS: list[Platform] = [
@@ -73,6 +71,12 @@ async def async_setup_entry(
     hass: HomeAssistant, entry: PersonalAssistantConfigEntry
 ) -> bool:
     """Probe the model server, open storage, build the agent and start listening."""
+    if hass.config_entries.async_loaded_entries(DOMAIN):
+        # One entry is allowed (single_config_entry); an older version let
+        # people make two: the second would answer every message again.
+        raise ConfigEntryError(
+            translation_domain=DOMAIN, translation_key="another_entry_loaded"
+        )
     model: str = entry.data[CONF_MODEL]
     # What telegram_bot delivers while this setup runs is kept for the
     # gateway (dropped if the setup fails).
@@ -113,7 +117,7 @@ async def async_setup_entry(
     try:
         data = await runtime.async_build(hass, entry, storage, backend)
     except BaseException:
-        await async_release_storage(hass)
+        await storage.async_close(hass)
         raise
     entry.runtime_data = data
     data.monitor = ServerMonitor(hass, entry, backend)
@@ -144,7 +148,7 @@ async def async_setup_entry(
                 await data.gateway.async_stop()
                 if data.tasks is not None:
                     await data.tasks.async_stop()
-                await async_shutdown_storage(hass)
+                await data.storage.async_close(hass)
         except TimeoutError:
             LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
 
@@ -155,10 +159,10 @@ async def async_setup_entry(
     return True
 
 
-async def _async_open_storage(hass: HomeAssistant) -> SharedStorage:
+async def _async_open_storage(hass: HomeAssistant) -> Storage:
     """Open the databases, telling the user about a damaged file set aside."""
     try:
-        storage = await async_acquire_storage(hass)
+        storage = await Storage.async_open(hass)
     except sqlite3.Error as err:
         # Locked by another program or a full disk: the files are kept as
         # they are and HA retries the setup later.
@@ -204,7 +208,7 @@ async def async_unload_entry(
     if (documents := entry.runtime_data.documents) is not None:
         # Indexing writes to the database: stop it before the database closes.
         await documents.async_stop()
-    await async_release_storage(hass)
+    await entry.runtime_data.storage.async_close(hass)
     return True
 
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .assistant import Assistant
     from .documents.index import DocumentIndex
     from .monitor import ServerMonitor
-    from .store.shared import SharedStorage
+    from .store.storage import Storage
     from .tasks.manager import TaskManager
     from .telegram import TelegramGateway
 
@@ -25,7 +25,7 @@ class PersonalAssistantData:
 
     assistant: Assistant
     gateway: TelegramGateway
-    storage: SharedStorage
+    storage: Storage
     # Watches the model server for the model status sensor and the repairs.
     monitor: ServerMonitor | None = None
     # Documents and vectors; None without an embedding model.

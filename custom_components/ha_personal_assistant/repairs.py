@@ -14,7 +14,6 @@ from .i18n import async_texts
 from .local_intents import ISSUE_PREFIX as LOCAL_INTENTS_ISSUE_PREFIX
 from .naming import assistant_name
 from .security.permissions import Policy
-from .store.shared import DATA_STORAGE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -139,9 +138,9 @@ class DamagedFileRepairFlow(RepairsFlow):
         user_input: dict[str, str] | None = None,  # noqa: ARG002 - a menu step
     ) -> RepairsFlowResult:
         """Delete the copy (off the event loop); the issue is solved."""
-        holder = self.hass.data.get(DATA_STORAGE)
-        if holder is not None and holder.storage is not None:
-            await holder.storage.executor.run(_remove_copy, Path(self._path))
+        loaded = self.hass.config_entries.async_loaded_entries(DOMAIN)
+        if loaded and not (executor := loaded[0].runtime_data.storage.executor).closed:
+            await executor.run(_remove_copy, Path(self._path))
         else:
             await self.hass.async_add_executor_job(_remove_copy, Path(self._path))
         return self.async_create_entry(data={})

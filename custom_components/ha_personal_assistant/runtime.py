@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -52,6 +53,7 @@ from .const import (
     DEFAULT_WEB_SEARCH,
     DOCUMENTS_DIR,
     LOGGER,
+    MAX_CONCURRENT_MODEL_CALLS,
 )
 from .data import PersonalAssistantData
 from .documents.index import DocumentIndex
@@ -59,11 +61,12 @@ from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .model_server import ChatSettings
+from .scheduler import ModelScheduler
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
 from .sessions import SessionKeeper
 from .store.retention import async_prune
-from .store.shared import storage_dir
+from .store.storage import storage_dir
 from .store.vectors import VectorStore
 from .tasks.briefing import Briefer
 from .tasks.manager import TaskManager
@@ -73,8 +76,8 @@ from .telegram import TelegramGateway
 from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
-from .tools.history import HISTORY_TOOLS
 from .tools.memory import memory_tools
+from .tools.recorder import RECORDER_TOOLS
 from .tools.registry import ToolRegistry
 from .tools.web import WEB_SEARCH_OFF, web_tools
 
@@ -87,7 +90,6 @@ RETENTION_INTERVAL: Final = timedelta(hours=6)
 HA_KNOWLEDGE_INTERVAL: Final = timedelta(days=1)
 
 if TYPE_CHECKING:
-    import asyncio
     from collections.abc import Callable, Coroutine
 
     from homeassistant.core import HomeAssistant
@@ -96,7 +98,7 @@ if TYPE_CHECKING:
 
     from .data import PersonalAssistantConfigEntry
     from .model_server import ModelBackend
-    from .store.shared import SharedStorage
+    from .store.storage import Storage
 
 
 def _bound_models(
@@ -161,7 +163,7 @@ def _vision_models(
 async def _async_setup_media(
     hass: HomeAssistant,
     entry: PersonalAssistantConfigEntry,
-    storage: SharedStorage,
+    storage: Storage,
     assistant: Assistant,
     schemas: list[dict[str, Any]],
 ) -> MediaSettings:
@@ -193,14 +195,19 @@ async def _async_setup_media(
 async def async_build(  # noqa: PLR0915 - the wiring of every part
     hass: HomeAssistant,
     entry: PersonalAssistantConfigEntry,
-    storage: SharedStorage,
+    storage: Storage,
     backend: ModelBackend,
 ) -> PersonalAssistantData:
     """Create the model, graph, assistant and gateway of an entry."""
     options: dict[str, Any] = dict(entry.options)
     num_ctx = int(options.get(CONF_NUM_CTX, DEFAULT_NUM_CTX))
     request_timeout = float(options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT))
-    # Profiles live in the shared database; remember and forget come after the
+    # One bound on model calls: a home Ollama server answers one or two
+    # requests at a time; more would only queue there, uncancellable.
+    # Background model calls wait for quiet and give way to turns.
+    model_slots = asyncio.Semaphore(MAX_CONCURRENT_MODEL_CALLS)
+    scheduler = ModelScheduler(model_slots)
+    # Profiles live in the database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
     memory = ProfileMemory(storage.database)
     # web_search only when switched on; a call to it anyway gets a polite no.
@@ -227,7 +234,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     registry = ToolRegistry(
         [
             *HA_TOOLS,
-            *HISTORY_TOOLS,
+            *RECORDER_TOOLS,
             *(web_tools(storage.executor) if web_on else ()),
             *(document_tools(documents) if documents is not None else ()),
             *memory_tools(memory),
@@ -255,10 +262,10 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         session_timeout=60.0
         * float(options.get(CONF_SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT)),
         request_timeout=request_timeout,
-        model_slots=storage.model_slots,
+        model_slots=model_slots,
         policy=policy,
         executor=storage.executor,
-        scheduler=storage.scheduler,
+        scheduler=scheduler,
     )
     assistant.background_model = bound_background
     if bool(options.get(CONF_FAST_PATH, DEFAULT_FAST_PATH)):
@@ -315,7 +322,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         backend=backend,
         model_name=entry.data[CONF_MODEL],
         settings=chat_settings(options),
-        scheduler=storage.scheduler,
+        scheduler=scheduler,
         run_blocking=storage.executor.run,
         timeout=request_timeout,
     )
@@ -433,7 +440,7 @@ async def _async_requeue(learner: Learner) -> None:
 def _document_index(
     hass: HomeAssistant,
     entry: PersonalAssistantConfigEntry,
-    storage: SharedStorage,
+    storage: Storage,
     backend: ModelBackend,
 ) -> DocumentIndex | None:
     """Return the entry's document index, or None without an embedding model."""

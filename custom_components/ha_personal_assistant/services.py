@@ -20,7 +20,7 @@ from .const import (
 )
 from .executor import ExecutorShutDownError
 from .memory.profile import ProfileMemory
-from .store.history import clear_interactions
+from .store.turns import clear_interactions
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine

@@ -30,7 +30,7 @@ from .agent.turns import (
 )
 from .const import LOGGER
 from .context import SUMMARIZE_AT
-from .store import history as store
+from .store import turns as store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Sequence

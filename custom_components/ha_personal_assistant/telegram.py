@@ -71,7 +71,6 @@ from .security.permissions import ResolvedCall
 from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit
 from .store.database import InFlight
-from .store.shared import async_claim_telegram, async_release_telegram
 from .tasks.briefing_chat import CMD_BRIEFING, Asker, async_briefing_command
 from .tasks.chat import (
     CMD_TASK_CANCEL,
@@ -623,7 +622,7 @@ class TelegramGateway:
         )
 
     async def async_start(self, early: EarlyUpdates | None = None) -> None:
-        """Listen for telegram_bot's events, unless an older entry already does.
+        """Listen for telegram_bot's events.
 
         The messages a stop left unanswered are taken first: a message that
         comes in at once (Telegram delivers what was sent while Home
@@ -631,20 +630,6 @@ class TelegramGateway:
         one to report as interrupted. ``early`` holds what telegram_bot
         delivered while the entry was being set up: answered first, in order.
         """
-        if not async_claim_telegram(self.hass, self.entry.entry_id):
-            if early is not None:
-                early.async_stop()
-            # Only entries made before single_config_entry can be two.
-            LOGGER.warning(
-                "More than one Personal Assistant entry exists (made by an older "
-                "version, which allowed that); entry %s does not answer Telegram. "
-                "Delete the one you do not use",
-                self.entry.entry_id,
-            )
-            return
-        self._unsubs.append(
-            lambda: async_release_telegram(self.hass, self.entry.entry_id)
-        )
         try:
             interrupted = await self.assistant.database.async_take_in_flight()
         except sqlite3.Error as err:

@@ -190,7 +190,7 @@ class ResilientSaver(BaseCheckpointSaver[str]):
 
 
 class CheckpointStore:
-    """One AsyncSqliteSaver on one file, shared by every config entry."""
+    """One AsyncSqliteSaver on one file."""
 
     def __init__(self, path: Path) -> None:
         """Remember the file; ``async_open`` connects."""

@@ -579,7 +579,7 @@ async def get_history(ctx: ToolContext, args: GetHistoryArgs) -> str:
     return answer.history(summary, start.timestamp(), note)
 
 
-HISTORY_TOOLS: Final = (
+RECORDER_TOOLS: Final = (
     ToolSpec(
         name="get_history",
         description="Past states; min/max/mean.",

@@ -1,4 +1,4 @@
-"""Conversation history and session summaries in the assistant database."""
+"""The conversation's turns and session summaries in the assistant database."""
 
 from __future__ import annotations
 
