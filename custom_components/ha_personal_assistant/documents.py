@@ -35,9 +35,9 @@ from .const import (
     SEARCH_RESULTS,
 )
 from .model_server import ModelServerError
+from .policy.visibility import ASSISTANT
 from .repairs import async_log_vector_engine
 from .security.names import model_name
-from .security.permissions import ASSISTANT
 from .store.vectors import MAINTENANCE_TIMEOUT
 from .tools.ha import exposed_states
 

@@ -59,8 +59,8 @@ from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .model_server import ChatSettings
+from .policy.rules import Policy
 from .security.confirmations import ConfirmationManager
-from .security.permissions import Policy
 from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.shared import storage_dir

@@ -25,6 +25,10 @@ from homeassistant.helpers.translation import async_get_translations
 
 from ..agent.satellite import EXTRA_PROMPT_SOURCE
 from ..const import DOMAIN, LOGGER
+from ..policy.judge import evaluate_call
+from ..policy.people import NOT_KNOWN_SOURCE
+from ..policy.targets import scene_states
+from ..policy.verdict import Decision, ResolvedCall
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
 from ..telegram_origin import (
@@ -36,8 +40,6 @@ from ..telegram_origin import (
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
 from .names import model_name
-from .people import NOT_KNOWN_SOURCE
-from .permissions import Decision, ResolvedCall, evaluate_call, scene_states
 from .service_fields import KnownFields, async_known_fields
 
 if TYPE_CHECKING:
@@ -46,8 +48,9 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from ..i18n import Texts
+    from ..policy.rules import Policy
+    from ..policy.verdict import Verdict
     from ..store.database import Database
-    from .permissions import Policy, Verdict
 
 # Readable verbs for the confirmation message (keys of the translations); the
 # other actions take Home Assistant's own name of the service.

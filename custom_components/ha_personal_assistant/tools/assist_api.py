@@ -28,15 +28,11 @@ from homeassistant.helpers import intent, llm
 from pydantic import BaseModel, Field
 
 from ..const import DOMAIN
+from ..policy.judge import evaluate_call
+from ..policy.people import acting_user_id
+from ..policy.rules import DEFAULT_POLICY
+from ..policy.verdict import Decision, ResolvedCall, Verdict
 from ..security.firewall import mark_untrusted_parts
-from ..security.people import acting_user_id
-from ..security.permissions import (
-    DEFAULT_POLICY,
-    Decision,
-    ResolvedCall,
-    Verdict,
-    evaluate_call,
-)
 from .ha import hold_for_confirmation
 from .registry import ToolContext, ToolError, ToolSpec
 
