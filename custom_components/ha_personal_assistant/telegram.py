@@ -60,13 +60,12 @@ from .model_server import ModelNotFound, ModelServerError
 from .models import Speaker
 from .policy.people import is_known
 from .policy.verdict import ResolvedCall
+from .security.confirm_text import PHOTO_SOURCE, async_summarize
 from .security.confirmations import (
     ADD_FILE,
-    PHOTO_SOURCE,
     ConfirmationManager,
     DecisionResult,
     Outcome,
-    async_summarize,
 )
 from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit

@@ -29,7 +29,7 @@ from ..policy.confirmations import require_confirmation
 from ..policy.judge import evaluate_call
 from ..policy.people import acting_user_id
 from ..policy.verdict import Decision, Verdict
-from ..security.confirmations import async_summarize
+from ..security.confirm_text import async_summarize
 from ..tools.registry import ToolContext
 from .intents import READ_ONLY_INTENTS, PlannedCall, async_plan
 from .turns import USER_TEXT

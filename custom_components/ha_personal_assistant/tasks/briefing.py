@@ -27,7 +27,7 @@ from homeassistant.util import dt as dt_util
 
 from ..const import LOGGER
 from ..policy.visibility import ASSISTANT, is_visible
-from ..security.confirmations import one_line
+from ..security.confirm_text import one_line
 from ..security.firewall import mark_untrusted_parts, unmark
 from .store import TaskKind
 

@@ -16,7 +16,7 @@ from homeassistant.util import dt as dt_util
 
 from ..policy.verdict import ResolvedCall
 from ..policy.visibility import is_visible
-from ..security.confirmations import describe_call, entity_label, one_line
+from ..security.confirm_text import describe_call, entity_label, one_line
 from .store import Task, TaskKind, TaskStatus
 from .when import Compare, Condition, Repeat, WhenError, parse_condition
 

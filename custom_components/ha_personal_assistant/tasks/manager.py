@@ -51,7 +51,7 @@ from ..policy.judge import evaluate_call
 from ..policy.people import is_known
 from ..policy.verdict import Decision, ResolvedCall, Verdict
 from ..policy.visibility import ASSISTANT, is_visible
-from ..security.confirmations import async_summarize, entity_label, one_line
+from ..security.confirm_text import async_summarize, entity_label, one_line
 from ..store.actions import AuditRow, add_audit
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError

@@ -54,7 +54,7 @@ from ..i18n import async_texts
 from ..policy.judge import evaluate_call
 from ..policy.verdict import Decision
 from ..policy.visibility import ASSISTANT, is_visible
-from ..security.confirmations import one_line
+from ..security.confirm_text import one_line
 
 if TYPE_CHECKING:
     from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, State

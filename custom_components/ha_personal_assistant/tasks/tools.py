@@ -22,7 +22,7 @@ from ..i18n import ENGLISH, async_texts
 from ..policy.judge import evaluate_call
 from ..policy.verdict import Decision, ResolvedCall, Verdict
 from ..policy.visibility import is_visible
-from ..security.confirmations import TASKS_SOURCE
+from ..security.confirm_text import TASKS_SOURCE
 from ..security.firewall import mark_untrusted_parts
 from ..tools.ha import FENCED_VALUE, CallServiceArgs
 from ..tools.registry import ToolContext, ToolError, ToolSpec

@@ -296,7 +296,7 @@ def _judge_timer(service: str) -> Judge:
         if ctx.device_id is None:
             raise ToolError(NO_TIMERS)
         device = dr.async_get(ctx.hass).async_get(ctx.device_id)
-        # What the Confirm message shows (confirmations.TASK_VERBS): the
+        # What the Confirm message shows (confirm_text.TASK_VERBS): the
         # device as the household named it, the duration and the name.
         shown = {
             "task": (device.name_by_user or device.name) if device else None,
