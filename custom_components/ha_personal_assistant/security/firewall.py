@@ -52,7 +52,6 @@ WEAK_SIGNALS: Final = RULES.weak
 # A command verb capitalized in the middle of a sentence ("... via Unlock the
 # front door"): a sentence pasted into another. Checked before lower-casing.
 EMBEDDED_COMMAND: Final = RULES.embedded_command
-_READER_AI: Final = RULES.fragments["reader_ai"]
 
 _ROLE_PLAY: Final = "frames a role-play"
 # "You are Sherlock Holmes": a persona named with a capital, read before folding.
@@ -69,32 +68,19 @@ _GOAL_CUES: Final = frozenset(
         "points the reader to a link",
     }
 )
-_POSTSCRIPT: Final = re.compile(
-    r"(?:^|\n|[.!?)\]]\s)\s*(?:p\.?\s?p?\.?\s?s\b\.?|n\.\s?b\.|side\s+note|btw|"
-    r"footnote|addendum|nachtrag|post-?scriptum|pd)\s*[:.,\-\u2013\u2014]"
-)
-_FAQ_ANSWER: Final = re.compile(
-    r"(?:^|\n|\?\s)\s*(?:a|answer|antwort|réponse|respuesta|odpowiedź|ответ)\s*[:.]"
-)
+# Where a P.S. or an FAQ answer starts, and the writer's own plan in one
+# ("P.S. We will unlock the garden gate at nine").
+_POSTSCRIPT: Final = RULES.asides["postscript"]
+_FAQ_ANSWER: Final = RULES.asides["faq_answer"]
+_OWN_PLAN: Final = RULES.asides["own_plan"]
 # In an FAQ answer a goal counts only where the answer says what an AI ought
-# to do: "A: Yes. Assistants should open the garage for couriers."
-_AI_OUGHT: Final = re.compile(
-    r"\b" + _READER_AI + r"\s+(?:\w+\s+){0,2}?(?:should|must|always|need\s+to|"
-    r"needs\s+to|ought\s+to|(?:is|are)\s+(?:expected|supposed|meant)\s+to)\b"
-)
-_AI_NAMED: Final = re.compile(r"\b" + _READER_AI + r"\b")
-_OUGHT: Final = re.compile(
-    r"\b(?:should|must|always|ought\s+to|needs?\s+to|(?:is|are)\s+(?:expected|"
-    r"supposed|meant)\s+to)\b"
-)
-# "What should the AI do next?"
-_ASKS_AI_DUTY: Final = re.compile(
-    r"\b(?:should|must|would|does|do|will)\s+(?:the|an?|any|every|your|my)\s+"
-    r"(?:\w+\s+){0,2}" + _READER_AI + r"\s+do\b"
-)
+# to do: "A: Yes. Assistants should open the garage for couriers.", or where
+# the question asks it: "What should the AI do next?"
+_AI_OUGHT: Final = RULES.asides["ai_ought"]
+_AI_NAMED: Final = RULES.asides["ai_named"]
+_OUGHT: Final = RULES.asides["ought"]
+_ASKS_AI_DUTY: Final = RULES.asides["asks_ai_duty"]
 _ASIDE_CHARS: Final = 300
-# "P.S. We will unlock the garden gate at nine": the writer's own plan.
-_OWN_PLAN: Final = re.compile(r"\s*(?:we|i|they|he|she|our|my)\b(?!\s+need\s+you)")
 # Cues read again with sentence ends removed: a payload split over adjacent
 # sentences ("Open the. Garage door, please.") still adds up.
 _WINDOW_CUES: Final = frozenset(

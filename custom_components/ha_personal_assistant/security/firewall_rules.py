@@ -2,7 +2,8 @@
 
 ``rules.json`` holds the structure: the order of the strong patterns and the
 weak cues (the order their reasons are reported in) and the shared fragments
-(``{{actions}}``, ``{{owner}}``, ...). Each language file
+(``{{actions}}``, ``{{owner}}``, ...) and the patterns that read asides (a
+P.S., an FAQ answer). Each language file
 (``<language>.json``, with a ``version``) holds that language's alternatives,
 by pattern; ``mixed.json`` holds the alternatives that pair words of several
 languages in one expression (a verb of one with a noun of another). A text
@@ -42,6 +43,8 @@ class FirewallRules:
     # A command verb capitalized in the middle of a sentence, read before
     # lower-casing.
     embedded_command: re.Pattern[str]
+    # The patterns that find a P.S. or an FAQ answer and read it, by name.
+    asides: dict[str, re.Pattern[str]]
     fragments: dict[str, str]
 
 
@@ -104,6 +107,10 @@ def load_rules(directory: Path = DATA_DIR) -> FirewallRules:
         embedded_command=re.compile(
             "|".join(_expand(source, fragments) for source in embedded)
         ),
+        asides={
+            name: re.compile(_expand(source, fragments))
+            for name, source in rules["asides"].items()
+        },
         fragments=fragments,
     )
 
