@@ -37,7 +37,7 @@ from custom_components.ha_personal_assistant.ollama_api import (
     normalize_url,
     url_without_credentials,
 )
-from custom_components.ha_personal_assistant.security.permissions import (
+from custom_components.ha_personal_assistant.policy.rules import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
     Policy,

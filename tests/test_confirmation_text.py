@@ -22,10 +22,8 @@ from homeassistant.helpers import entity_registry as er
 from custom_components.ha_personal_assistant.const import CONF_USER_MAPPING, DOMAIN
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.i18n import async_texts
-from custom_components.ha_personal_assistant.security.confirmations import (
-    describe_call,
-)
-from custom_components.ha_personal_assistant.security.permissions import ResolvedCall
+from custom_components.ha_personal_assistant.policy.verdict import ResolvedCall
+from custom_components.ha_personal_assistant.security.confirm_text import describe_call
 from custom_components.ha_personal_assistant.store import actions
 from custom_components.ha_personal_assistant.store.database import (
     MIGRATIONS,

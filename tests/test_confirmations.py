@@ -16,7 +16,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_CONFIRMATION_TIMEOUT,
     DOMAIN,
 )
-from custom_components.ha_personal_assistant.security.permissions import ResolvedCall
+from custom_components.ha_personal_assistant.policy.verdict import ResolvedCall
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID

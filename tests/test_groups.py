@@ -29,7 +29,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_USER_MAPPING,
     EVENT_ACTION_EXECUTED,
 )
-from custom_components.ha_personal_assistant.security.people import (
+from custom_components.ha_personal_assistant.policy.people import (
     ACTING_USER_NAME,
     ALLOWED_CHAT_SUBENTRY,
     acting_user_id,

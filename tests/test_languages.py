@@ -25,7 +25,7 @@ from custom_components.ha_personal_assistant.i18n import (
     match_language,
     pick_language,
 )
-from custom_components.ha_personal_assistant.security.permissions import (
+from custom_components.ha_personal_assistant.policy.rules import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
 )

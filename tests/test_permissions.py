@@ -15,21 +15,23 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 
 from custom_components.ha_personal_assistant.const import DOMAIN
-from custom_components.ha_personal_assistant.repairs import (
-    async_delete_policy_issue,
-    async_update_policy_issue,
-)
-from custom_components.ha_personal_assistant.security.permissions import (
+from custom_components.ha_personal_assistant.policy.judge import evaluate_call
+from custom_components.ha_personal_assistant.policy.rules import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
     DEFAULT_POLICY,
-    NOT_VISIBLE,
-    Decision,
     Policy,
+    parse_entries,
+)
+from custom_components.ha_personal_assistant.policy.verdict import (
+    Decision,
     ResolvedCall,
     Verdict,
-    evaluate_call,
-    parse_entries,
+)
+from custom_components.ha_personal_assistant.policy.visibility import NOT_VISIBLE
+from custom_components.ha_personal_assistant.repairs import (
+    async_delete_policy_issue,
+    async_update_policy_issue,
 )
 
 from .common import async_setup_assistant, texts

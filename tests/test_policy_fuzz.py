@@ -25,14 +25,16 @@ from homeassistant.core import callback, valid_entity_id
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 
-from custom_components.ha_personal_assistant.security.people import (
+from custom_components.ha_personal_assistant.policy.people import (
     async_ensure_acting_user,
 )
-from custom_components.ha_personal_assistant.security.permissions import (
-    DEFAULT_BLOCKED_SERVICES,
-    DEFAULT_CONFIRM_SERVICES,
+from custom_components.ha_personal_assistant.policy.protection import (
     ENTRANCE_DEVICE_CLASSES,
     ENTRANCE_SERVICES,
+)
+from custom_components.ha_personal_assistant.policy.rules import (
+    DEFAULT_BLOCKED_SERVICES,
+    DEFAULT_CONFIRM_SERVICES,
     Policy,
 )
 from custom_components.ha_personal_assistant.tools.ha import (

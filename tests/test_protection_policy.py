@@ -25,15 +25,15 @@ from custom_components.ha_personal_assistant.const import (
     CONF_ALLOWED_SCRIPTS,
     CONF_BLOCKED_SERVICES,
 )
-from custom_components.ha_personal_assistant.security.permissions import (
+from custom_components.ha_personal_assistant.policy.judge import evaluate_call
+from custom_components.ha_personal_assistant.policy.rules import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
     WEAKENED_CONFIRM,
-    Decision,
     Policy,
     Weakening,
-    evaluate_call,
 )
+from custom_components.ha_personal_assistant.policy.verdict import Decision
 
 from .common import async_setup_assistant, async_setup_house, tool_results
 from .telegram_harness import ALICE_ID

@@ -42,7 +42,7 @@ from custom_components.ha_personal_assistant.const import (
     CONF_USER_MAPPING,
     DOMAIN,
 )
-from custom_components.ha_personal_assistant.security.people import acting_user_id
+from custom_components.ha_personal_assistant.policy.people import acting_user_id
 from custom_components.ha_personal_assistant.tasks import store
 from custom_components.ha_personal_assistant.tasks.manager import (
     DATA_TASKS,

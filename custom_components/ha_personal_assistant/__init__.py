@@ -30,13 +30,13 @@ from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
 from .monitor import ServerMonitor
 from .naming import async_rename_generated_title
+from .policy.people import async_ensure_acting_user, async_remove_acting_user
 from .repairs import (
     async_check_policy,
     async_delete_policy_issue,
     async_raise_damaged_file_issue,
 )
 from .security.injection_model import async_load_model
-from .security.people import async_ensure_acting_user, async_remove_acting_user
 from .security.service_fields import async_warm as async_warm_descriptions
 from .services import async_setup_services
 from .store.storage import Storage, storage_dir

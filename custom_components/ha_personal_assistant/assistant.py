@@ -55,9 +55,9 @@ from .models import (
     TurnResult,
 )
 from .ollama_api import url_without_credentials
+from .policy.people import NOT_KNOWN_SOURCE
 from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
-from .security.people import NOT_KNOWN_SOURCE
 from .stats import TurnStats
 from .store.database import Session
 from .tokens import (
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from .agent.satellite import Satellite
     from .executor import BlockingExecutor
     from .model_server import ModelBackend
-    from .security.permissions import Policy
+    from .policy.rules import Policy
     from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
     from .store.database import Database

@@ -98,7 +98,7 @@ MAX_KEEP_ALIVE: Final = 86400  # seconds
 MIN_REQUEST_TIMEOUT: Final = 1  # seconds
 MAX_REQUEST_TIMEOUT: Final = 600  # seconds
 
-# Permission policy options (security/permissions.py reads them).
+# Permission policy options (policy/rules.py reads them).
 CONF_CONFIRM_SERVICES: Final = "confirm_services"
 CONF_BLOCKED_SERVICES: Final = "blocked_services"
 CONF_ALLOWED_SCRIPTS: Final = "allowed_scripts"

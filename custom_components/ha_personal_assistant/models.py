@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .security.permissions import Verdict
+    from .policy.verdict import Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +20,7 @@ class Speaker:
     name: str | None
     ha_user_id: str | None
     chat_id: int | None = None
-    # A known person (security/people.py): may change state and memory. The
+    # A known person (policy/people.py): may change state and memory. The
     # Telegram gateway decides it for every update; Assist users are HA users.
     may_act: bool = True
     # The language of the fixed texts this person reads (i18n.pick_language);

@@ -76,15 +76,15 @@ from .const import (
 from .model_server import (
     Backend,
 )
-from .repairs import async_update_policy_issue
-from .security.people import ALLOWED_CHAT_SUBENTRY
-from .security.permissions import (
+from .policy.people import ALLOWED_CHAT_SUBENTRY
+from .policy.rules import (
     DEFAULT_BLOCKED_SERVICES,
     DEFAULT_CONFIRM_SERVICES,
     SCRIPT,
     Policy,
     parse_entries,
 )
+from .repairs import async_update_policy_issue
 from .tasks.notices import valid_night
 
 if TYPE_CHECKING:

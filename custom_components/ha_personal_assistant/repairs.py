@@ -13,7 +13,7 @@ from .const import DOMAIN, LOGGER
 from .i18n import async_texts
 from .local_intents import ISSUE_PREFIX as LOCAL_INTENTS_ISSUE_PREFIX
 from .naming import assistant_name
-from .security.permissions import Policy
+from .policy.rules import Policy
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

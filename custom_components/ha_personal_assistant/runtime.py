@@ -61,9 +61,9 @@ from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .model_server import ChatSettings
+from .policy.rules import Policy
 from .scheduler import ModelScheduler
 from .security.confirmations import ConfirmationManager
-from .security.permissions import Policy
 from .sessions import SessionKeeper
 from .store.retention import async_prune
 from .store.storage import storage_dir

@@ -58,16 +58,15 @@ from .media import (
 from .memory.profile import async_memory_command
 from .model_server import ModelNotFound, ModelServerError
 from .models import Speaker
+from .policy.people import is_known
+from .policy.verdict import ResolvedCall
+from .security.confirm_text import PHOTO_SOURCE, async_summarize
 from .security.confirmations import (
     ADD_FILE,
-    PHOTO_SOURCE,
     ConfirmationManager,
     DecisionResult,
     Outcome,
-    async_summarize,
 )
-from .security.people import is_known
-from .security.permissions import ResolvedCall
 from .speech import async_speak, async_transcribe, resolve_engines
 from .store import search_audit
 from .store.database import InFlight
@@ -102,7 +101,7 @@ if TYPE_CHECKING:
     from .executor import BlockingExecutor
     from .i18n import Texts
     from .models import TurnResult
-    from .security.permissions import Verdict
+    from .policy.verdict import Verdict
     from .store.actions import PendingAction
     from .tasks.manager import TaskManager
 
@@ -1630,7 +1629,7 @@ class TelegramGateway:
         """Cancel the task a /tasks button names, then refresh the list."""
         texts = await self._async_texts(incoming)
         if not self._is_known(incoming):
-            # Only people the assistant knows may cancel (security/people.py).
+            # Only people the assistant knows may cancel (policy/people.py).
             await self._async_answer_press(incoming, texts("not_known_decision"))
             return
         cancelled, text = await async_cancel_press(

@@ -37,7 +37,7 @@ from typing import Final
 MAX_ORIGINS: Final = 500
 
 # How the Confirm message names each kind of outside text (the integration's
-# words, ToolContext.taint_sources; translated in security/confirmations.py).
+# words, ToolContext.taint_sources; translated in security/confirm_text.py).
 FORWARDED_SOURCE: Final = "a forwarded message"
 VIA_BOT_SOURCE: Final = "a message another bot wrote"
 QUOTED_SOURCE: Final = "a reply to someone else's message"

@@ -23,7 +23,7 @@ from homeassistant.helpers.entity import Entity
 from .const import DOMAIN
 from .entity import PersonalAssistantEntity
 from .i18n import Texts, async_texts
-from .security.permissions import ASSISTANT
+from .policy.visibility import ASSISTANT
 from .tasks.describe import action_text, local, repeat_text, task_icon, watch_text
 from .tasks.manager import TaskRefusedError
 from .tasks.store import TaskKind, TaskStatus

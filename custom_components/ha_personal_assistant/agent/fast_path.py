@@ -25,14 +25,11 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from ..const import DOMAIN, LOGGER
 from ..models import Interaction, TurnResult
-from ..security.confirmations import async_summarize
-from ..security.people import acting_user_id
-from ..security.permissions import (
-    Decision,
-    Verdict,
-    evaluate_call,
-    require_confirmation,
-)
+from ..policy.confirmations import require_confirmation
+from ..policy.judge import evaluate_call
+from ..policy.people import acting_user_id
+from ..policy.verdict import Decision, Verdict
+from ..security.confirm_text import async_summarize
 from ..tools.registry import ToolContext
 from .intents import READ_ONLY_INTENTS, PlannedCall, async_plan
 from .turns import USER_TEXT
@@ -47,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..i18n import Texts
     from ..models import Speaker
-    from ..security.permissions import Policy
+    from ..policy.rules import Policy
     from ..sessions import SessionKeeper
     from ..store.database import Database, Session
     from ..tools.registry import ToolRegistry

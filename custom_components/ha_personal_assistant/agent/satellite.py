@@ -10,8 +10,8 @@ from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 
+from ..policy.targets import TARGET_KEYS
 from ..security.firewall import mark_untrusted_parts
-from ..security.permissions import TARGET_KEYS
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant

@@ -29,8 +29,8 @@ from ..const import (
     SEARCH_RESULTS,
 )
 from ..model_server import ModelServerError
+from ..policy.visibility import ASSISTANT
 from ..repairs import async_log_vector_engine
-from ..security.permissions import ASSISTANT
 from ..store.vectors import MAINTENANCE_TIMEOUT
 from .chunking import chunk_text, content_hash
 from .folder import read_folder

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from homeassistant.core import HomeAssistant
 
-    from .permissions import ResolvedCall
+    from ..policy.verdict import ResolvedCall
 
 type KnownFields = Mapping[tuple[str, str], frozenset[str]]
 

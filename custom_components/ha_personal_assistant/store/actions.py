@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..security.permissions import ResolvedCall
+from ..policy.verdict import ResolvedCall
 
 if TYPE_CHECKING:
     import sqlite3

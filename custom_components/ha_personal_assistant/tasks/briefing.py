@@ -26,9 +26,9 @@ from homeassistant.components.homeassistant.exposed_entities import (
 from homeassistant.util import dt as dt_util
 
 from ..const import LOGGER
-from ..security.confirmations import one_line
+from ..policy.visibility import ASSISTANT, is_visible
+from ..security.confirm_text import one_line
 from ..security.firewall import mark_untrusted_parts, unmark
-from ..security.permissions import ASSISTANT, is_visible
 from .store import TaskKind
 
 if TYPE_CHECKING:

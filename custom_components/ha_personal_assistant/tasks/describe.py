@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Final
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.util import dt as dt_util
 
-from ..security.confirmations import describe_call, entity_label, one_line
-from ..security.permissions import ResolvedCall, is_visible
+from ..policy.verdict import ResolvedCall
+from ..policy.visibility import is_visible
+from ..security.confirm_text import describe_call, entity_label, one_line
 from .store import Task, TaskKind, TaskStatus
 from .when import Compare, Condition, Repeat, WhenError, parse_condition
 

@@ -47,16 +47,11 @@ from homeassistant.util.hass_dict import HassKey
 
 from ..const import DOMAIN, LOGGER
 from ..i18n import async_texts
-from ..security.confirmations import async_summarize, entity_label, one_line
-from ..security.people import is_known
-from ..security.permissions import (
-    ASSISTANT,
-    Decision,
-    ResolvedCall,
-    Verdict,
-    evaluate_call,
-    is_visible,
-)
+from ..policy.judge import evaluate_call
+from ..policy.people import is_known
+from ..policy.verdict import Decision, ResolvedCall, Verdict
+from ..policy.visibility import ASSISTANT, is_visible
+from ..security.confirm_text import async_summarize, entity_label, one_line
 from ..store.actions import AuditRow, add_audit
 from ..tools.ha import async_run_calls
 from ..tools.registry import ToolError
@@ -84,8 +79,8 @@ if TYPE_CHECKING:
     )
 
     from ..i18n import Texts
+    from ..policy.rules import Policy
     from ..security.confirmations import ConfirmationManager
-    from ..security.permissions import Policy
     from ..store.actions import PendingAction
     from ..store.database import Database
     from .briefing import Briefer

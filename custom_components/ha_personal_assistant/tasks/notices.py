@@ -51,15 +51,17 @@ from homeassistant.util import dt as dt_util
 
 from ..const import DEFAULT_NIGHT_HOURS, DOMAIN, LOGGER
 from ..i18n import async_texts
-from ..security.confirmations import one_line
-from ..security.permissions import ASSISTANT, Decision, evaluate_call, is_visible
+from ..policy.judge import evaluate_call
+from ..policy.verdict import Decision
+from ..policy.visibility import ASSISTANT, is_visible
+from ..security.confirm_text import one_line
 
 if TYPE_CHECKING:
     from homeassistant.core import CALLBACK_TYPE, Event, HomeAssistant, State
 
     from ..i18n import Texts
+    from ..policy.rules import Policy
     from ..security.confirmations import ConfirmationManager
-    from ..security.permissions import Policy
 
 CMD_NOTICES: Final = "/notices"
 LOW_BATTERY: Final = 10.0

@@ -19,15 +19,11 @@ from pydantic import BaseModel, ValidationError
 
 from ..const import DOMAIN
 from ..i18n import ENGLISH, async_texts
-from ..security.confirmations import TASKS_SOURCE
+from ..policy.judge import evaluate_call
+from ..policy.verdict import Decision, ResolvedCall, Verdict
+from ..policy.visibility import is_visible
+from ..security.confirm_text import TASKS_SOURCE
 from ..security.firewall import mark_untrusted_parts
-from ..security.permissions import (
-    Decision,
-    ResolvedCall,
-    Verdict,
-    evaluate_call,
-    is_visible,
-)
 from ..tools.ha import FENCED_VALUE, CallServiceArgs
 from ..tools.registry import ToolContext, ToolError, ToolSpec
 from .describe import (

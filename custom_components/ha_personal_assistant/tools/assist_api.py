@@ -28,15 +28,11 @@ from homeassistant.helpers import intent, llm
 from pydantic import BaseModel, Field
 
 from ..const import DOMAIN
+from ..policy.judge import evaluate_call
+from ..policy.people import acting_user_id
+from ..policy.rules import DEFAULT_POLICY
+from ..policy.verdict import Decision, ResolvedCall, Verdict
 from ..security.firewall import mark_untrusted_parts
-from ..security.people import acting_user_id
-from ..security.permissions import (
-    DEFAULT_POLICY,
-    Decision,
-    ResolvedCall,
-    Verdict,
-    evaluate_call,
-)
 from .ha import hold_for_confirmation
 from .registry import ToolContext, ToolError, ToolSpec
 
@@ -300,7 +296,7 @@ def _judge_timer(service: str) -> Judge:
         if ctx.device_id is None:
             raise ToolError(NO_TIMERS)
         device = dr.async_get(ctx.hass).async_get(ctx.device_id)
-        # What the Confirm message shows (confirmations.TASK_VERBS): the
+        # What the Confirm message shows (confirm_text.TASK_VERBS): the
         # device as the household named it, the duration and the name.
         shown = {
             "task": (device.name_by_user or device.name) if device else None,

@@ -23,19 +23,13 @@ from pydantic import BaseModel
 
 from ..agent.satellite import with_default_area
 from ..const import EVENT_ACTION_EXECUTED, LOGGER
+from ..policy.confirmations import require_confirmation
+from ..policy.judge import evaluate_call
+from ..policy.people import acting_user_id
+from ..policy.verdict import Decision, ResolvedCall, Verdict
+from ..policy.visibility import ASSISTANT, NOT_VISIBLE, is_visible
 from ..security.firewall import mark_untrusted_parts
 from ..security.names import NAME_PLACEHOLDER, name_is_trusted
-from ..security.people import acting_user_id
-from ..security.permissions import (
-    ASSISTANT,
-    NOT_VISIBLE,
-    Decision,
-    ResolvedCall,
-    Verdict,
-    evaluate_call,
-    is_visible,
-    require_confirmation,
-)
 from ..security.trust import (
     STATE_PLACEHOLDER,
     attribute_is_trusted,
@@ -80,7 +74,7 @@ def exposed_states(hass: HomeAssistant) -> list[State]:
     """Return the states of every entity the assistant may see, sorted by id.
 
     Exposed to Assist, and reaching no hidden entity: a group or scene with a
-    hidden member is left out like the member itself (permissions.is_visible).
+    hidden member is left out like the member itself (policy/visibility.py).
     """
     return sorted(
         (

@@ -14,12 +14,13 @@ from pydantic import BaseModel, ValidationError
 from ..agent.reply_check import ReplyCheck
 from ..const import LOGGER
 from ..i18n import Texts
-from ..security.people import NOT_KNOWN_TOOL
+from ..policy.people import NOT_KNOWN_TOOL
 
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
-    from ..security.permissions import Policy, Verdict
+    from ..policy.rules import Policy
+    from ..policy.verdict import Verdict
     from ..store.database import Database
 
 
@@ -60,7 +61,7 @@ class ToolContext:
     # The fixed texts in the speaker's language (notices are written in it).
     texts: Texts = field(default_factory=Texts)
     # Whether the speaker may change state and memory: a known person (see
-    # security/people.py). Off unless the caller says so; the registry refuses
+    # policy/people.py). Off unless the caller says so; the registry refuses
     # every state-changing or memory-writing tool without it.
     may_act: bool = False
     # The user's own words of every turn in the prompt (the remember rule).

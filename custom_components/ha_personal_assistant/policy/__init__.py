@@ -1,0 +1,1 @@
+"""Who may do what: the service-call policy and the people it knows."""
