@@ -67,8 +67,15 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 from retrieval import synthetic  # noqa: E402
 
 import custom_components  # noqa: E402, F401
+from custom_components.ha_personal_assistant.agent.entity_index import (  # noqa: E402
+    EntityIndex,
+    rank_entities,
+)
 from custom_components.ha_personal_assistant.agent.graph import (  # noqa: E402
     build_graph,
+)
+from custom_components.ha_personal_assistant.agent.home import (  # noqa: E402
+    describe_moment,
 )
 from custom_components.ha_personal_assistant.assistant import (  # noqa: E402
     Assistant,
@@ -79,11 +86,6 @@ from custom_components.ha_personal_assistant.backends import (  # noqa: E402
 from custom_components.ha_personal_assistant.const import (  # noqa: E402
     DOMAIN,
     EMBED_TIMEOUT,
-)
-from custom_components.ha_personal_assistant.context import (  # noqa: E402
-    EntityIndex,
-    describe_moment,
-    rank_entities,
 )
 from custom_components.ha_personal_assistant.documents import (  # noqa: E402
     AUTO_CONTEXT_MIN_SCORE,

@@ -26,13 +26,13 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 
 from custom_components.ha_personal_assistant import scheduler as scheduler_module
 from custom_components.ha_personal_assistant import services as services_module
+from custom_components.ha_personal_assistant.agent.budget import Budget
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_USER_MAPPING,
     DOMAIN,
 )
-from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.memory import learner as learner_module
 from custom_components.ha_personal_assistant.memory.learner import (

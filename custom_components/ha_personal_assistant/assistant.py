@@ -13,6 +13,15 @@ from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
 
+from .agent.assembler import (
+    ContextAssembler,
+    DocumentChunk,
+    TurnContext,
+    build_system_prompt,
+    fence_chunks,
+)
+from .agent.budget import SHARES, TEMPLATE_OVERHEAD, TRIM_TO, Budget
+from .agent.entity_index import EntityIndex
 from .agent.fast_path import (
     FastPath,
     async_record_fast_turn,
@@ -26,23 +35,10 @@ from .agent.graph import (
     new_turn_id,
     partial_text,
 )
+from .agent.home import describe_home, describe_moment
 from .agent.prompts import SYSTEM_PROMPT
 from .backends import OllamaBackend
 from .const import LOGGER, RECURSION_LIMIT
-from .context import (
-    SHARES,
-    TEMPLATE_OVERHEAD,
-    TRIM_TO,
-    Budget,
-    ContextAssembler,
-    DocumentChunk,
-    EntityIndex,
-    TurnContext,
-    build_system_prompt,
-    describe_home,
-    describe_moment,
-    fence_chunks,
-)
 from .i18n import Texts, async_texts
 from .model_server import Backend, Failure
 from .models import (

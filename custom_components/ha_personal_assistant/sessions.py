@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from homeassistant.core import callback
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
+from .agent.budget import SUMMARIZE_AT
 from .agent.graph import message_text
 from .agent.turns import (
     UNTRUSTED,
@@ -29,7 +30,6 @@ from .agent.turns import (
     with_opening,
 )
 from .const import LOGGER
-from .context import SUMMARIZE_AT
 from .store import history as store
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from langchain_core.messages import AnyMessage
     from langchain_core.runnables import Runnable
 
-    from .context import Budget
+    from .agent.budget import Budget
     from .models import Interaction
     from .scheduler import ModelScheduler
     from .store.checkpoints import CheckpointStore

@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
-    from ..context import ContextAssembler, Prepared
     from ..tools.registry import ToolContext, ToolOutcome, ToolRegistry
+    from .assembler import ContextAssembler, Prepared
 
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
 # A reasoning block still open at the end.
