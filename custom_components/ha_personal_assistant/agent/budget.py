@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 from langchain_core.messages import AIMessage, ToolMessage
@@ -26,7 +27,9 @@ SAFETY_MARGIN: Final = 0.10
 TEMPLATE_OVERHEAD: Final = 150
 # Shares of what is left after the fixed part and the user's message. A part
 # that needs less lends the rest to the others, in proportion to their shares.
-SHARES: Final = {"history": 0.35, "entities": 0.35, "documents": 0.20, "profile": 0.10}
+SHARES: Final[Mapping[str, float]] = MappingProxyType(
+    {"history": 0.35, "entities": 0.35, "documents": 0.20, "profile": 0.10}
+)
 CUT_NOTE: Final = " … (cut to fit the context window)"
 # Of the room after the fixed prefix and the user's message: the new turn's
 # live context (states, profile, documents) and this turn's tool rounds.
