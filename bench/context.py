@@ -58,7 +58,7 @@ from homeassistant.helpers import entity_registry as er  # noqa: E402
 from homeassistant.helpers import floor_registry as fr  # noqa: E402
 from homeassistant.helpers.aiohttp_client import async_get_clientsession  # noqa: E402
 from homeassistant.setup import async_setup_component  # noqa: E402
-from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.messages import AIMessageChunk  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]  # noqa: E402
     MockConfigEntry,
@@ -277,8 +277,9 @@ async def _house(hass: Any, count: int) -> None:
 def _assistant(hass: Any, storage: Any) -> Assistant:
     registry = ToolRegistry(HA_TOOLS)
 
-    def instant(_messages: Any) -> AIMessage:
-        return AIMessage(
+    # A chunk: the graph streams the answer and takes only message chunks.
+    def instant(_messages: Any) -> AIMessageChunk:
+        return AIMessageChunk(
             content="The kitchen light is on, it is 21.5 degrees.",
             usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
         )
