@@ -58,7 +58,7 @@ from homeassistant.helpers import entity_registry as er  # noqa: E402
 from homeassistant.helpers import floor_registry as fr  # noqa: E402
 from homeassistant.helpers.aiohttp_client import async_get_clientsession  # noqa: E402
 from homeassistant.setup import async_setup_component  # noqa: E402
-from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.messages import AIMessageChunk  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
 from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]  # noqa: E402
     MockConfigEntry,
@@ -67,8 +67,15 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 from retrieval import synthetic  # noqa: E402
 
 import custom_components  # noqa: E402, F401
+from custom_components.ha_personal_assistant.agent.entity_index import (  # noqa: E402
+    EntityIndex,
+    rank_entities,
+)
 from custom_components.ha_personal_assistant.agent.graph import (  # noqa: E402
     build_graph,
+)
+from custom_components.ha_personal_assistant.agent.home import (  # noqa: E402
+    describe_moment,
 )
 from custom_components.ha_personal_assistant.assistant import (  # noqa: E402
     Assistant,
@@ -80,11 +87,6 @@ from custom_components.ha_personal_assistant.const import (  # noqa: E402
     DOMAIN,
     EMBED_TIMEOUT,
     MAX_CONCURRENT_MODEL_CALLS,
-)
-from custom_components.ha_personal_assistant.context import (  # noqa: E402
-    EntityIndex,
-    describe_moment,
-    rank_entities,
 )
 from custom_components.ha_personal_assistant.documents.index import (  # noqa: E402
     AUTO_CONTEXT_MIN_SCORE,
@@ -275,8 +277,9 @@ async def _house(hass: Any, count: int) -> None:
 def _assistant(hass: Any, storage: Any) -> Assistant:
     registry = ToolRegistry(HA_TOOLS)
 
-    def instant(_messages: Any) -> AIMessage:
-        return AIMessage(
+    # A chunk: the graph streams the answer and takes only message chunks.
+    def instant(_messages: Any) -> AIMessageChunk:
+        return AIMessageChunk(
             content="The kitchen light is on, it is 21.5 degrees.",
             usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
         )

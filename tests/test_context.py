@@ -20,9 +20,9 @@ from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 
+from custom_components.ha_personal_assistant.agent.budget import Budget
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
 from custom_components.ha_personal_assistant.const import CONF_NUM_CTX, DOMAIN
-from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.models import Speaker
 from custom_components.ha_personal_assistant.tokens import estimate_tokens
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from homeassistant.util import dt as dt_util
 
+from custom_components.ha_personal_assistant.agent.budget import SUMMARIZE_AT
 from custom_components.ha_personal_assistant.agent.turns import OPENING_HEADER
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
@@ -27,7 +28,6 @@ from custom_components.ha_personal_assistant.const import (
     DEFAULT_NUM_PREDICT,
     DOMAIN,
 )
-from custom_components.ha_personal_assistant.context import SUMMARIZE_AT
 from custom_components.ha_personal_assistant.memory import learner as learner_module
 from custom_components.ha_personal_assistant.runtime import SUMMARY_SWEEP_INTERVAL
 from custom_components.ha_personal_assistant.store import database as db_module

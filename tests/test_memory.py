@@ -10,7 +10,6 @@ import time
 from collections import deque
 from datetime import timedelta
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,13 +25,14 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
 
 from custom_components.ha_personal_assistant import scheduler as scheduler_module
 from custom_components.ha_personal_assistant import services as services_module
+from custom_components.ha_personal_assistant.agent.background import BackgroundModel
+from custom_components.ha_personal_assistant.agent.prefix import CachedPrefix
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
 from custom_components.ha_personal_assistant.const import (
     BACKGROUND_NUM_PREDICT,
     CONF_USER_MAPPING,
     DOMAIN,
 )
-from custom_components.ha_personal_assistant.context import Budget
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.memory import learner as learner_module
 from custom_components.ha_personal_assistant.memory.learner import (
@@ -61,7 +61,6 @@ from custom_components.ha_personal_assistant.security.firewall import check_text
 from custom_components.ha_personal_assistant.store import profile as store
 from custom_components.ha_personal_assistant.store.database import Database
 from custom_components.ha_personal_assistant.store.profile import Category
-from custom_components.ha_personal_assistant.tokens import TokenCounter
 from custom_components.ha_personal_assistant.tools.memory import memory_tools
 from custom_components.ha_personal_assistant.tools.registry import (
     ToolContext,
@@ -965,15 +964,13 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
         ConnectionError("Ollama is down"),
         '{"content": "Likes jazz"}',
     )
-    assistant = SimpleNamespace(
+    background = BackgroundModel(
+        model=model,  # type: ignore[arg-type]
+        prefix=CachedPrefix(num_ctx=8192, tool_schemas=[]),
         scheduler=ModelScheduler(asyncio.Semaphore(1), quiet_seconds=0.2),
-        background_model=model,
-        system_prompt=SYSTEM_PROMPT,
-        budget=Budget(num_ctx=8192, fixed=1000),
-        counter=TokenCounter(),
         request_timeout=5.0,
     )
-    learner = Learner(hass, entry, memory, assistant)  # type: ignore[arg-type]
+    learner = Learner(hass, entry, memory, background)
     stop = learner.async_start()
     caplog.set_level(logging.DEBUG, "custom_components.ha_personal_assistant")
     for person, text in [
@@ -1001,7 +998,7 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
 
     # A cleared profile takes its waiting turns along: no call is made (a
     # reply just went out, so the turn waits for quiet while it is cleared).
-    assistant.scheduler.reply_sent()
+    background.scheduler.reply_sent()
     await learner.async_after_reply(_interaction(BOB, "I like opera"))
     await memory.async_clear(BOB)
     await asyncio.sleep(0.4)

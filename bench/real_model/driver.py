@@ -287,14 +287,15 @@ async def _quick_background(
 
 def _summary_call(entry: MockConfigEntry) -> Any:
     """Return a background call laid out like a summary (prefix, then a request)."""
-    from langchain_core.messages import HumanMessage, SystemMessage  # noqa: PLC0415
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
 
-    assistant = entry.runtime_data.assistant
+    history = entry.runtime_data.assistant.history
+    assert history is not None
 
     async def call() -> Any:
-        return await assistant.background_model.ainvoke(
+        # The system prompt first, as summaries and learning send it.
+        return await history.background.async_ask(
             [
-                SystemMessage(content=assistant.system_prompt),
                 HumanMessage(
                     content="[Summary request] Summarize the household's day so "
                     "far in one short sentence."

@@ -13,8 +13,15 @@ from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
 
+from .agent.assembler import (
+    ContextAssembler,
+    DocumentChunk,
+    TurnContext,
+    fence_chunks,
+)
+from .agent.budget import SHARES, TRIM_TO
+from .agent.entity_index import EntityIndex
 from .agent.fast_path import (
-    FastPath,
     async_record_fast_turn,
     fast_context,
     takes_fast_path,
@@ -26,23 +33,10 @@ from .agent.graph import (
     new_turn_id,
     partial_text,
 )
-from .agent.prompts import SYSTEM_PROMPT
+from .agent.home import describe_home, describe_moment
+from .agent.prefix import CachedPrefix
 from .backends import OllamaBackend
 from .const import LOGGER, RECURSION_LIMIT
-from .context import (
-    SHARES,
-    TEMPLATE_OVERHEAD,
-    TRIM_TO,
-    Budget,
-    ContextAssembler,
-    DocumentChunk,
-    EntityIndex,
-    TurnContext,
-    build_system_prompt,
-    describe_home,
-    describe_moment,
-    fence_chunks,
-)
 from .i18n import Texts, async_texts
 from .model_server import Backend, Failure
 from .models import (
@@ -60,12 +54,6 @@ from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
 from .stats import TurnStats
 from .store.database import Session
-from .tokens import (
-    MESSAGE_OVERHEAD,
-    TokenCounter,
-    estimate_json_tokens,
-    estimate_tokens,
-)
 from .tools.registry import ToolContext
 
 if TYPE_CHECKING:
@@ -76,6 +64,8 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
     from langgraph.graph.state import CompiledStateGraph
 
+    from .agent.budget import Budget
+    from .agent.fast_path import FastPath
     from .agent.satellite import Satellite
     from .executor import BlockingExecutor
     from .model_server import ModelBackend
@@ -83,7 +73,15 @@ if TYPE_CHECKING:
     from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
     from .store.database import Database
+    from .tokens import TokenCounter
     from .tools.registry import ToolOutcome, ToolRegistry
+
+    # Starts background work (runtime's: the entry's unload ends it).
+    type Spawn = Callable[[Coroutine[Any, Any, None], str], object]
+    # The vision model with the tools bound, and without.
+    type VisionModels = tuple[
+        Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]
+    ]
 
 # Automatic document context: one retrieval per turn, given up after this long.
 RETRIEVAL_TIMEOUT: Final = 3.0
@@ -144,8 +142,28 @@ class Assistant:
         executor: BlockingExecutor | None = None,
         scheduler: ModelScheduler | None = None,
         backend: ModelBackend | None = None,
+        prefix: CachedPrefix | None = None,
+        history: SessionKeeper | None = None,
+        memory: MemorySource | None = None,
+        documents: DocumentSource | None = None,
+        fast_path: FastPath | None = None,
+        vision_models: VisionModels | None = None,
+        vision_model_name: str | None = None,
+        after_reply: Sequence[AfterReply] = (),
+        spawn: Spawn | None = None,
     ) -> None:
-        """Keep what every turn needs; ``backend`` absent: Ollama at ollama_url."""
+        """Keep what every turn needs; ``backend`` absent: Ollama at ollama_url.
+
+        ``prefix`` absent: the system prompt and this registry's tools.
+        ``history`` keeps the turns and summaries; ``memory`` the profiles;
+        ``documents`` the index for the automatic context (with an embedding
+        model). ``fast_path`` answers what HA's intent recognizer understands
+        (option fast_path). ``vision_models`` read photos (option
+        vision_model): with the tools bound, and without (for a model that
+        cannot call tools). ``after_reply`` is the background work after a
+        reply, started by ``spawn`` (runtime makes the entry's unload end it
+        before the storage closes).
+        """
         self.hass = hass
         self.graph = graph
         self.model = model
@@ -166,59 +184,42 @@ class Assistant:
         self.policy = policy
         # The integration's own pool for blocking work (the firewall on chunks).
         self.executor = executor
-        # Profile entries for the context; set by the memory feature.
-        self.memory: MemorySource | None = None
+        self.memory = memory
         # Background work started after the reply was sent (never before).
-        self.after_reply: list[AfterReply] = []
-        # Starts it; runtime makes the entry's unload end it before the
-        # storage closes.
-        self.spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
-            hass.async_create_background_task
+        self.after_reply: list[AfterReply] = list(after_reply)
+        self.spawn: Spawn = spawn or hass.async_create_background_task
+        self.history = history
+        self.documents = documents
+        # The system prompt with the catalogue and the tool schemas: the same
+        # bytes on every request, shared with the background calls.
+        self.prefix = prefix or CachedPrefix(
+            num_ctx=num_ctx, tool_schemas=registry.schemas()
         )
-        # Keeps history and summaries; set by runtime.
-        self.history: SessionKeeper | None = None
-        # The document index (documents.DocumentIndex) for the automatic
-        # context; set by runtime when an embedding model is configured.
-        self.documents: DocumentSource | None = None
-        # The fixed part of every request (system prompt, tool schemas), the
-        # same bytes on every request: estimated once.
-        self._tool_tokens = (
-            estimate_json_tokens(registry.schemas())
-            + TEMPLATE_OVERHEAD
-            + MESSAGE_OVERHEAD
-        )
-        self.system_prompt = SYSTEM_PROMPT
-        self.catalogued = True
-        self._catalogue_generation = -1
-        self.budget = Budget(
-            num_ctx=num_ctx, fixed=estimate_tokens(SYSTEM_PROMPT) + self._tool_tokens
-        )
-        # Background calls (summaries, learning) wait for quiet; set by runtime.
+        # Background calls (summaries, learning) wait for quiet.
         self.scheduler = scheduler or ModelScheduler(model_slots)
-        # The same tools as the chat model (the same cached prefix), a
-        # smaller output cap; set by runtime.
-        self.background_model: Runnable[list[AnyMessage], AIMessage] = model
-        # Learns from Ollama's prompt_eval_count how far estimates are off.
-        self.counter = TokenCounter()
         self._domain_names: dict[str, dict[str, list[str]]] = {}
         # The words that point at each entity, kept between turns.
         self.entities = EntityIndex()
         # Recent latencies and errors, for the sensors and diagnostics.
         self.stats = TurnStats()
-        # The model that reads photos (option vision_model): with the tools
-        # bound, and without (for a model that cannot call tools); set by
-        # runtime when the option is set.
-        self.vision_models: (
-            tuple[
-                Runnable[list[AnyMessage], AIMessage],
-                Runnable[list[AnyMessage], AIMessage],
-            ]
-            | None
-        ) = None
-        self.vision_model_name: str | None = None
-        # Answers what HA's intent recognizer understands without the model
-        # (option fast_path); set by runtime.
-        self.fast_path: FastPath | None = None
+        self.vision_models = vision_models
+        self.vision_model_name = vision_model_name
+        self.fast_path = fast_path
+
+    @property
+    def system_prompt(self) -> str:
+        """Return the system prompt as the next request sends it."""
+        return self.prefix.system_prompt
+
+    @property
+    def budget(self) -> Budget:
+        """Return how the next request's context window is divided."""
+        return self.prefix.budget
+
+    @property
+    def counter(self) -> TokenCounter:
+        """Return the token counter that learns from the server's counts."""
+        return self.prefix.counter
 
     async def async_new_session(self, conversation_key: str) -> None:
         """Start a fresh conversation for this chat."""
@@ -266,30 +267,11 @@ class Assistant:
                 satellite=satellite,
             )
 
-    def refresh_system_prompt(self) -> None:
-        """Rebuild the system prompt when the catalogue of entities changed.
-
-        Call after ranking (which refreshes the entity index). The prompt and
-        the tool schemas are the cached prefix of every request: they change
-        only when an entity's exposure, name or area does.
-        """
-        generation, lines = self.entities.catalogue()
-        if generation == self._catalogue_generation:
-            return
-        self._catalogue_generation = generation
-        fixed_limit = Budget(num_ctx=self.num_ctx, fixed=0).limit
-        self.system_prompt, self.catalogued = build_system_prompt(
-            SYSTEM_PROMPT, lines, fixed_limit, self.counter
-        )
-        self.budget = Budget(
-            num_ctx=self.num_ctx,
-            fixed=estimate_tokens(self.system_prompt) + self._tool_tokens,
-        )
-
     async def async_refresh_catalogue(self) -> None:
         """Bring the catalogue and the system prompt up to date without a turn."""
         self.entities.rank(self.hass, "", domain_names=await self._async_domain_names())
-        self.refresh_system_prompt()
+        # The catalogue is refreshed by ranking; the prompt follows it.
+        self.prefix.refresh(*self.entities.catalogue())
 
     async def _async_turn(  # noqa: PLR0913, PLR0915 - the message and how it came
         self,
@@ -368,7 +350,7 @@ class Assistant:
         entities = self.entities.rank(
             self.hass, text, domain_names=await self._async_domain_names()
         )
-        self.refresh_system_prompt()
+        self.prefix.refresh(*self.entities.catalogue())
         runtime.assembler = ContextAssembler(
             budget=self.budget,
             counter=self.counter,
@@ -382,7 +364,7 @@ class Assistant:
                 entities=entities,
                 profile=await self._async_profile(speaker, text),
                 documents=await self._async_documents(text),
-                catalogued=self.catalogued,
+                catalogued=self.prefix.catalogued,
             ),
         )
 
@@ -521,14 +503,6 @@ class Assistant:
     async def _async_model_loading(self) -> bool:
         """Tell whether the server is still loading the model (Ollama's /api/ps)."""
         return await self.backend.async_loading(self.model_name)
-
-    async def async_thread(self, thread_id: str) -> tuple[list[AnyMessage], str]:
-        """Return a session's history as the model reads it, and its opening."""
-        snapshot = await self.graph.aget_state(
-            {"configurable": {"thread_id": thread_id}}
-        )
-        values = snapshot.values or {}
-        return list(values.get("messages", [])), str(values.get("opening", ""))
 
     async def _async_profile(self, speaker: Speaker, text: str) -> str:
         """Return the speaker's relevant profile entries, or nothing if unavailable."""

@@ -6,13 +6,16 @@ import asyncio
 import sqlite3
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
 
+from .agent.background import BackgroundModel
 from .agent.fast_path import FastPath
-from .agent.graph import bind_model, build_graph
+from .agent.graph import async_read_thread, bind_model, build_graph
+from .agent.prefix import CachedPrefix
 from .agent.warmup import async_setup_warmer
 from .assistant import Assistant
 from .const import (
@@ -164,21 +167,25 @@ async def _async_setup_media(
     hass: HomeAssistant,
     entry: PersonalAssistantConfigEntry,
     storage: Storage,
-    assistant: Assistant,
+    backend: ModelBackend,
     schemas: list[dict[str, Any]],
-) -> MediaSettings:
-    """Read the voice and photo options; prepare the vision model and folder."""
+) -> tuple[
+    MediaSettings,
+    tuple[Runnable[list[AnyMessage], AIMessage], Runnable[list[AnyMessage], AIMessage]]
+    | None,
+]:
+    """Read the voice and photo options; prepare the vision models and folder."""
     options: dict[str, Any] = dict(entry.options)
     media = MediaSettings(
         stt_engine=options.get(CONF_STT_ENGINE) or None,
         voice_replies=bool(options.get(CONF_VOICE_REPLIES, DEFAULT_VOICE_REPLIES)),
         vision_model=options.get(CONF_VISION_MODEL) or None,
     )
-    if media.vision_model:
-        assistant.vision_models = await storage.executor.run(
-            _vision_models, assistant.backend, options, schemas
-        )
-        assistant.vision_model_name = media.vision_model
+    vision_models = (
+        await storage.executor.run(_vision_models, backend, options, schemas)
+        if media.vision_model
+        else None
+    )
     # Files pass through this folder on their way in and out, and are
     # deleted at once; what a crash left there goes now. telegram_bot's
     # download_file and send_voice read and write only allowed folders.
@@ -189,7 +196,7 @@ async def _async_setup_media(
     entry.async_on_unload(
         lambda: hass.config.allowlist_external_dirs.discard(str(folder))
     )
-    return media
+    return media, vision_models
 
 
 async def async_build(  # noqa: PLR0915 - the wiring of every part
@@ -248,9 +255,41 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     bound, bound_background, bound_warmup = await storage.executor.run(
         _bound_models, backend, entry, options, registry.schemas()
     )
+    session_timeout = 60.0 * float(
+        options.get(CONF_SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT)
+    )
+    graph = build_graph(storage.checkpoints.saver)
+    # The system prompt and the tools: the same bytes at the start of every
+    # request, turns and background calls alike (the server's cache).
+    prefix = CachedPrefix(num_ctx=num_ctx, tool_schemas=registry.schemas())
+    # Summaries and learning: the same prefix, a smaller output cap, and
+    # only when the chats are quiet.
+    background = BackgroundModel(
+        model=bound_background,
+        prefix=prefix,
+        scheduler=scheduler,
+        request_timeout=request_timeout,
+    )
+    # Scheduled work that holds the database: ended before the storage closes.
+    maintenance: set[asyncio.Task[None]] = set()
+    _async_maintain = _maintainer(hass, entry, maintenance)
+    # History and summaries: written after replies and when the chats are quiet.
+    history = SessionKeeper(
+        hass,
+        storage.database,
+        background=background,
+        read_thread=partial(async_read_thread, graph),
+        session_timeout=session_timeout,
+        spawn=_async_maintain,
+    )
+    # Profile memory: read into each turn's context; learned from after replies.
+    learner = Learner(hass, entry, memory, background, spawn=_async_maintain)
+    media, vision_models = await _async_setup_media(
+        hass, entry, storage, backend, registry.schemas()
+    )
     assistant = Assistant(
         hass,
-        graph=build_graph(storage.checkpoints.saver),
+        graph=graph,
         model=bound,
         registry=registry,
         database=storage.database,
@@ -259,19 +298,27 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         ollama_url=backend.where,
         backend=backend,
         num_ctx=num_ctx,
-        session_timeout=60.0
-        * float(options.get(CONF_SESSION_TIMEOUT, DEFAULT_SESSION_TIMEOUT)),
+        session_timeout=session_timeout,
         request_timeout=request_timeout,
         model_slots=model_slots,
         policy=policy,
         executor=storage.executor,
         scheduler=scheduler,
-    )
-    assistant.background_model = bound_background
-    if bool(options.get(CONF_FAST_PATH, DEFAULT_FAST_PATH)):
-        assistant.fast_path = FastPath(hass, registry, policy)
-    media = await _async_setup_media(
-        hass, entry, storage, assistant, registry.schemas()
+        prefix=prefix,
+        history=history,
+        memory=memory,
+        documents=documents,
+        fast_path=(
+            FastPath(hass, registry, policy)
+            if bool(options.get(CONF_FAST_PATH, DEFAULT_FAST_PATH))
+            else None
+        ),
+        vision_models=vision_models,
+        vision_model_name=media.vision_model if vision_models else None,
+        # After the reply was sent, never before; the unload ends them (and
+        # waits for them) before the storage closes.
+        after_reply=(history.async_after_reply, learner.async_after_reply),
+        spawn=_async_maintain,
     )
     confirmations = ConfirmationManager(
         hass,
@@ -328,24 +375,6 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     )
     gateway.tasks = tasks
     gateway.documents = documents
-    # Scheduled work that holds the database: ended before the storage closes.
-    maintenance: set[asyncio.Task[None]] = set()
-    _async_maintain = _maintainer(hass, entry, maintenance)
-    # After-reply work (history, summaries, learning) holds the database too:
-    # the unload cancels it and waits for it before the storage closes.
-    assistant.spawn = _async_maintain
-
-    # History and summaries: written after replies and when the chats are quiet.
-    history = SessionKeeper(
-        hass,
-        storage.database,
-        assistant,
-        request_timeout=request_timeout,
-        session_timeout=assistant.session_timeout,
-    )
-    history.spawn = _async_maintain
-    assistant.history = history
-    assistant.after_reply.append(history.async_after_reply)
 
     @callback
     def _async_sweep(_now: datetime) -> None:
@@ -385,16 +414,10 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             cancel_on_shutdown=True,
         )
     )
-    # Profile memory: read into each turn's context; learned from after replies.
-    assistant.memory = memory
-    learner = Learner(hass, entry, memory, assistant)
-    learner.spawn = _async_maintain
-    assistant.after_reply.append(learner.async_after_reply)
     entry.async_on_unload(learner.async_start())
     # Turns logged before a restart and not learned from yet.
     _async_maintain(_async_requeue(learner), "ha_personal_assistant learning queue")
     if documents is not None:
-        assistant.documents = documents
         _async_start_documents(hass, entry, documents)
     warmer = (
         async_setup_warmer(hass, entry, assistant, bound_warmup, _async_maintain)

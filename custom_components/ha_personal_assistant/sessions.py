@@ -10,15 +10,15 @@ text: a turn that read some is summarized from the user's own words only.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import callback
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
+from .agent.budget import SUMMARIZE_AT
 from .agent.graph import message_text
 from .agent.turns import (
     UNTRUSTED,
@@ -29,22 +29,22 @@ from .agent.turns import (
     with_opening,
 )
 from .const import LOGGER
-from .context import SUMMARIZE_AT
 from .store import turns as store
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
 
     from homeassistant.core import HomeAssistant
     from langchain_core.messages import AnyMessage
-    from langchain_core.runnables import Runnable
 
-    from .context import Budget
+    from .agent.background import BackgroundModel
     from .models import Interaction
-    from .scheduler import ModelScheduler
     from .store.checkpoints import CheckpointStore
     from .store.database import Database, Session
-    from .tokens import TokenCounter
+
+    # Reads a thread's messages and its opening (agent.graph.async_read_thread).
+    type ReadThread = Callable[[str], Awaitable[tuple[list[AnyMessage], str]]]
+    type Spawn = Callable[[Coroutine[Any, Any, None], str], object]
 
 # A session shorter than this needs no summary for the next one.
 MIN_TURNS_TO_SUMMARIZE: Final = 3
@@ -68,45 +68,31 @@ summary only."""
 SUMMARY_PROMPT: Final = SUMMARY_REQUEST_ALL
 
 
-class SessionModel(Protocol):
-    """What summaries need of the assistant: its prefix, model and budget."""
-
-    scheduler: ModelScheduler
-    counter: TokenCounter
-    budget: Budget
-    system_prompt: str
-
-    background_model: Runnable[list[AnyMessage], AIMessage]
-
-    async def async_thread(self, thread_id: str) -> tuple[list[AnyMessage], str]:
-        """Return a thread's messages and its opening."""
-        ...
-
-
 class SessionKeeper:
     """Stores every turn and writes the summaries that trims and sessions use."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only wiring
         self,
         hass: HomeAssistant,
         database: Database,
-        assistant: SessionModel,
         *,
-        request_timeout: float,
+        background: BackgroundModel,
+        read_thread: ReadThread,
         session_timeout: float,
+        spawn: Spawn | None = None,
     ) -> None:
-        """Keep the storage and the assistant whose prefix summaries share."""
+        """Keep the storage, and the model call that shares the chat's prefix.
+
+        ``spawn`` starts background work that the entry's unload ends.
+        """
         self.hass = hass
         self.database = database
-        self.assistant = assistant
-        self.request_timeout = request_timeout
+        self.background = background
+        self._read_thread = read_thread
         self.session_timeout = session_timeout
         self._pending: set[int] = set()
         self._sweep_scheduled = False
-        # Starts background work that the entry's unload ends; set by runtime.
-        self.spawn: Callable[[Coroutine[Any, Any, None], str], object] = (
-            hass.async_create_background_task
-        )
+        self.spawn: Spawn = spawn or hass.async_create_background_task
 
     async def async_store_turn(self, interaction: Interaction) -> bool:
         """Persist a finished turn (once); return whether it was stored."""
@@ -140,7 +126,7 @@ class SessionKeeper:
             return
         self._pending.add(session_id)
         try:
-            await self.assistant.scheduler.async_run(
+            await self.background.async_run(
                 partial(
                     self._async_summarize_older,
                     session_id,
@@ -177,11 +163,11 @@ class SessionKeeper:
         The summary replaces them at the next turn: one large trim, after
         which the history grows again for a long while.
         """
-        messages, opening = await self.assistant.async_thread(thread_id)
+        messages, opening = await self._read_thread(thread_id)
         turns = split_turns(messages)
         if len(turns) < 2:  # noqa: PLR2004 - the last turn always stays
             return
-        cost = self.assistant.counter.count
+        cost = self.background.counter.count
         sizes = [sum(cost(str(m.content)) + 4 for m in turn) for turn in turns]
         upto = 0
         while upto < len(turns) - 2 and sum(sizes[upto + 1 :]) > target:
@@ -222,28 +208,24 @@ class SessionKeeper:
             if whole
             else SUMMARY_REQUEST.format(last=_shorten(last, 120))
         )
-        assistant = self.assistant
-        budget = assistant.budget
+        background = self.background
+        budget = background.budget
         rendered = with_opening(clean, opening)
         limit = int(budget.num_ctx * SUMMARY_INPUT_SHARE)
         while (
             len(rendered) > 2  # noqa: PLR2004 - keep at least one exchange
             and budget.fixed
-            + sum(assistant.counter.count(str(m.content)) for m in rendered)
+            + sum(background.counter.count(str(m.content)) for m in rendered)
             > limit
         ):
             # Too long for the summary's share: its oldest turns go (the
             # opening, already a summary, stays in front).
             rest = split_turns(rendered)[1:]
             rendered = with_opening([m for turn in rest for m in turn], opening)
-        messages: list[AnyMessage] = [
-            SystemMessage(content=assistant.system_prompt),
-            *rendered,
-            HumanMessage(content=request),
-        ]
         try:
-            async with asyncio.timeout(self.request_timeout):
-                response = await assistant.background_model.ainvoke(messages)
+            response = await background.async_ask(
+                [*rendered, HumanMessage(content=request)]
+            )
         except Exception as err:  # noqa: BLE001 - a summary is never worth an error
             LOGGER.debug("Could not write a summary: %s", err)
             return None
@@ -280,7 +262,7 @@ class SessionKeeper:
             LOGGER.debug("Could not summarize idle sessions: %s", err)
             return
         for session_id in ids:
-            await self.assistant.scheduler.async_run(
+            await self.background.async_run(
                 partial(self._async_summarize_session, session_id), "session summary"
             )
 
@@ -302,7 +284,7 @@ class SessionKeeper:
         opening = ""
         if thread is not None:
             try:
-                messages, opening = await self.assistant.async_thread(thread)
+                messages, opening = await self._read_thread(thread)
             except Exception as err:  # noqa: BLE001 - the stored rows still work
                 LOGGER.debug("Could not read the conversation state: %s", err)
         history = split_turns(messages)

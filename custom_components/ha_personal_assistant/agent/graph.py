@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph.state import CompiledStateGraph
 
-    from ..context import ContextAssembler, Prepared
     from ..tools.registry import ToolContext, ToolOutcome, ToolRegistry
+    from .assembler import ContextAssembler, Prepared
 
 _THINK_RE: Final = re.compile(r"<think>.*?</think>", re.DOTALL)
 # A reasoning block still open at the end.
@@ -559,3 +559,13 @@ def bind_model(
     if not schemas:
         return model
     return model.bind_tools(schemas)
+
+
+async def async_read_thread(
+    graph: CompiledStateGraph[AgentState, TurnRuntime, AgentState, AgentState],
+    thread_id: str,
+) -> tuple[list[AnyMessage], str]:
+    """Return a session's history as the model reads it, and its opening."""
+    snapshot = await graph.aget_state({"configurable": {"thread_id": thread_id}})
+    values = snapshot.values or {}
+    return list(values.get("messages", [])), str(values.get("opening", ""))

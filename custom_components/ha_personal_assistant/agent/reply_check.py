@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -37,7 +38,7 @@ from .prompts import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Mapping
 
 
 class Junk(StrEnum):
@@ -49,12 +50,14 @@ class Junk(StrEnum):
     ECHO = "an echo of the instructions"
 
 
-FEEDBACK: Final[dict[Junk, str]] = {
-    Junk.SCHEMA: FEEDBACK_JSON_DUMP,
-    Junk.TOOL_CALL: FEEDBACK_TEXT_TOOL_CALL,
-    Junk.JSON_DUMP: FEEDBACK_JSON_DUMP,
-    Junk.ECHO: FEEDBACK_ECHO,
-}
+FEEDBACK: Final[Mapping[Junk, str]] = MappingProxyType(
+    {
+        Junk.SCHEMA: FEEDBACK_JSON_DUMP,
+        Junk.TOOL_CALL: FEEDBACK_TEXT_TOOL_CALL,
+        Junk.JSON_DUMP: FEEDBACK_JSON_DUMP,
+        Junk.ECHO: FEEDBACK_ECHO,
+    }
+)
 
 # Echoes, in words (runs of letters and digits, case-folded): an answer that
 # begins with this many words of the instructions, or holds this many in a

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.core import callback
 from homeassistant.helpers.event import async_track_time_interval
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import HumanMessage
 
 from ..agent.graph import message_text
 from ..const import (
@@ -37,9 +37,8 @@ if TYPE_CHECKING:
 
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
-    from langchain_core.messages import AnyMessage
 
-    from ..assistant import Assistant
+    from ..agent.background import BackgroundModel
     from ..models import Interaction
     from .profile import ProfileMemory
 
@@ -141,21 +140,25 @@ class Learner:
         hass: HomeAssistant,
         entry: ConfigEntry[Any],
         memory: ProfileMemory,
-        assistant: Assistant,
+        background: BackgroundModel,
+        *,
+        spawn: Callable[..., asyncio.Task[None]] | None = None,
     ) -> None:
-        """Keep the profile store and the assistant whose prefix learning shares."""
+        """Keep the profile store, and the model call that shares the chat's prefix.
+
+        ``spawn`` starts the worker; runtime makes the unload end it before
+        the storage closes.
+        """
         self.hass = hass
         self.entry = entry
         self.memory = memory
-        self.assistant = assistant
+        self.background = background
         self.interval_seconds = LEARNING_INTERVAL_SECONDS
         self._queue: deque[_Queued] = deque(maxlen=LEARNING_QUEUE_SIZE)
         self._worker: asyncio.Task[None] | None = None
         self._last_call = -math.inf
         self._stopped = False
-        # Starts the worker; runtime makes the unload end it before the
-        # storage closes.
-        self.spawn: Callable[..., asyncio.Task[None]] = partial(
+        self.spawn: Callable[..., asyncio.Task[None]] = spawn or partial(
             entry.async_create_background_task, hass
         )
 
@@ -242,7 +245,7 @@ class Learner:
                 wait = self._last_call + self.interval_seconds - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                done = await self.assistant.scheduler.async_run(
+                done = await self.background.async_run(
                     self._async_learn_next, "learning"
                 )
                 if done is None:
@@ -313,26 +316,24 @@ class Learner:
     async def _async_ask(
         self, pending: list[store.LoggedInteraction]
     ) -> list[LearnedFact] | None:
-        assistant = self.assistant
-        budget = int(assistant.budget.num_ctx * LEARNING_INPUT_SHARE)
+        background = self.background
+        budget = int(background.budget.num_ctx * LEARNING_INPUT_SHARE)
         lines: list[str] = []
-        used = assistant.counter.count(LEARNING_PROMPT)
+        used = background.counter.count(LEARNING_PROMPT)
         for interaction in reversed(pending):
             pair = [f"User: {interaction.user_text}", f"Assistant: {interaction.reply}"]
-            cost = sum(assistant.counter.count(line) + 1 for line in pair)
+            cost = sum(background.counter.count(line) + 1 for line in pair)
             if lines and used + cost > budget:
                 break
             lines[:0] = pair
             used += cost
-        # The chat's own system prompt and tools first: the server's cached
-        # prefix stays, and the request costs only what follows it.
-        messages: list[AnyMessage] = [
-            SystemMessage(content=assistant.system_prompt),
-            HumanMessage(content=LEARNING_PROMPT + "\n\n" + "\n".join(lines)),
-        ]
+        # The chat's own system prompt and tools first (BackgroundModel): the
+        # server's cached prefix stays, and the request costs only what
+        # follows it.
         try:
-            async with asyncio.timeout(assistant.request_timeout):
-                response = await assistant.background_model.ainvoke(messages)
+            response = await background.async_ask(
+                [HumanMessage(content=LEARNING_PROMPT + "\n\n" + "\n".join(lines))]
+            )
         except Exception as err:  # noqa: BLE001 - learning is never worth an error
             LOGGER.debug("Could not learn from the conversation: %s", err)
             return None
