@@ -24,7 +24,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     MockConfigEntry,
 )
 
-from custom_components.ha_personal_assistant import scheduler as scheduler_module
+from custom_components.ha_personal_assistant import model_queue as model_queue_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.agent.prompts import SYSTEM_PROMPT
 from custom_components.ha_personal_assistant.const import (
@@ -51,12 +51,12 @@ from custom_components.ha_personal_assistant.memory.text import (
     is_update,
     near_identical,
 )
+from custom_components.ha_personal_assistant.model_queue import ModelQueue
 from custom_components.ha_personal_assistant.models import (
     Interaction,
     Speaker,
     TurnResult,
 )
-from custom_components.ha_personal_assistant.scheduler import ModelScheduler
 from custom_components.ha_personal_assistant.security.firewall import check_text
 from custom_components.ha_personal_assistant.store import profile as store
 from custom_components.ha_personal_assistant.store.database import Database
@@ -511,7 +511,7 @@ async def test_clear_and_export_profile_services(
 @pytest.fixture
 def eager_learning(monkeypatch: pytest.MonkeyPatch) -> None:
     """Learn at once instead of waiting for a quiet minute."""
-    monkeypatch.setattr(scheduler_module, "QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(model_queue_module, "QUIET_SECONDS", 0.0)
     monkeypatch.setattr(learner_module, "LEARNING_INTERVAL_SECONDS", 0.0)
 
 
@@ -966,7 +966,7 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
         '{"content": "Likes jazz"}',
     )
     assistant = SimpleNamespace(
-        scheduler=ModelScheduler(asyncio.Semaphore(1), quiet_seconds=0.2),
+        scheduler=ModelQueue(asyncio.Semaphore(1), quiet_seconds=0.2),
         background_model=model,
         system_prompt=SYSTEM_PROMPT,
         budget=Budget(num_ctx=8192, fixed=1000),

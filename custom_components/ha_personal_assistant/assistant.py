@@ -44,6 +44,7 @@ from .context import (
     fence_chunks,
 )
 from .i18n import Texts, async_texts
+from .model_queue import ModelQueue
 from .model_server import Backend, Failure
 from .models import (
     AfterReply,
@@ -55,7 +56,6 @@ from .models import (
     TurnResult,
 )
 from .ollama_api import url_without_credentials
-from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
 from .security.people import NOT_KNOWN_SOURCE
 from .stats import TurnStats
@@ -142,7 +142,7 @@ class Assistant:
         model_slots: asyncio.Semaphore,
         policy: Policy | None = None,
         executor: BlockingExecutor | None = None,
-        scheduler: ModelScheduler | None = None,
+        scheduler: ModelQueue | None = None,
         backend: ModelBackend | None = None,
     ) -> None:
         """Keep what every turn needs; ``backend`` absent: Ollama at ollama_url."""
@@ -194,7 +194,7 @@ class Assistant:
             num_ctx=num_ctx, fixed=estimate_tokens(SYSTEM_PROMPT) + self._tool_tokens
         )
         # Background calls (summaries, learning) wait for quiet; set by runtime.
-        self.scheduler = scheduler or ModelScheduler(model_slots)
+        self.scheduler = scheduler or ModelQueue(model_slots)
         # The same tools as the chat model (the same cached prefix), a
         # smaller output cap; set by runtime.
         self.background_model: Runnable[list[AnyMessage], AIMessage] = model

@@ -34,7 +34,7 @@ CHECK_INTERVAL: Final = timedelta(minutes=1)
 # A restart of Ollama or a reboot of its box takes minutes; only an outage
 # longer than this asks the user to act.
 UNREACHABLE_AFTER: Final = timedelta(minutes=10)
-ISSUE_UNREACHABLE: Final = "ollama_unreachable"
+ISSUE_UNREACHABLE: Final = "server_unreachable"
 ISSUE_MODEL_MISSING: Final = "model_missing"
 ISSUE_NO_TOOLS: Final = "model_no_tools"
 ISSUES: Final = (ISSUE_UNREACHABLE, ISSUE_MODEL_MISSING, ISSUE_NO_TOOLS)

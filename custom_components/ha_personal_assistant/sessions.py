@@ -1,7 +1,7 @@
 """Sessions: every turn stored, and the summaries written in the background.
 
 A summary is a model call, so it never runs in a turn: it waits for quiet
-(see :mod:`.scheduler`), and its request starts with the chat's own cached
+(see :mod:`.model_queue`), and its request starts with the chat's own cached
 prefix (the system prompt, the tools and the session's history exactly as
 sent), so on a one-slot server it neither evicts the chat's cache nor costs
 more than its instruction and its answer. Summaries never carry untrusted
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
 
     from .context import Budget
+    from .model_queue import ModelQueue
     from .models import Interaction
-    from .scheduler import ModelScheduler
     from .store.checkpoints import CheckpointStore
     from .store.database import Database, Session
     from .tokens import TokenCounter
@@ -71,7 +71,7 @@ SUMMARY_PROMPT: Final = SUMMARY_REQUEST_ALL
 class SessionModel(Protocol):
     """What summaries need of the assistant: its prefix, model and budget."""
 
-    scheduler: ModelScheduler
+    scheduler: ModelQueue
     counter: TokenCounter
     budget: Budget
     system_prompt: str

@@ -20,7 +20,7 @@ from ..const import (
     STORAGE_DIR,
 )
 from ..executor import BlockingExecutor
-from ..scheduler import ModelScheduler
+from ..model_queue import ModelQueue
 from .database import Database, FaultGate
 
 STORAGE_UNAVAILABLE = "storage_unavailable"
@@ -45,11 +45,11 @@ class SharedStorage:
     )
     # Background model calls wait for quiet and give way to turns, across
     # every entry (they share the model server).
-    scheduler: ModelScheduler = field(init=False)
+    scheduler: ModelQueue = field(init=False)
 
     def __post_init__(self) -> None:
         """Share the model slots with the scheduler."""
-        self.scheduler = ModelScheduler(self.model_slots)
+        self.scheduler = ModelQueue(self.model_slots)
 
 
 @dataclass(slots=True)
