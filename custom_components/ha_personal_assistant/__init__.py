@@ -24,7 +24,6 @@ from .const import (
 from .local_intents import LocalIntentsWatch, async_delete_local_intents_issues
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
-from .monitor import ServerMonitor
 from .naming import async_rename_generated_title
 from .repairs import (
     async_check_policy,
@@ -116,8 +115,6 @@ async def async_setup_entry(
         await async_release_storage(hass)
         raise
     entry.runtime_data = data
-    data.monitor = ServerMonitor(hass, entry, backend)
-    data.assistant.failure_listeners.append(data.monitor.async_failed)
     # The server came back (restarted, perhaps): its cache is empty.
     entry.async_on_unload(async_track_recovery(data.warmer, data.monitor))
     entry.async_on_unload(data.monitor.async_start())

@@ -59,6 +59,7 @@ from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
 from .model_server import ChatSettings
+from .monitor import ServerMonitor
 from .security.confirmations import ConfirmationManager
 from .security.permissions import Policy
 from .sessions import SessionKeeper
@@ -241,6 +242,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     bound, bound_background, bound_warmup = await storage.executor.run(
         _bound_models, backend, entry, options, registry.schemas()
     )
+    # The one health tracker of the model server, told how each chat call went.
+    monitor = ServerMonitor(hass, entry, backend)
     assistant = Assistant(
         hass,
         graph=build_graph(storage.checkpoints.saver),
@@ -249,7 +252,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         database=storage.database,
         checkpoints=storage.checkpoints,
         model_name=entry.data[CONF_MODEL],
-        ollama_url=backend.where,
+        health=monitor,
         backend=backend,
         num_ctx=num_ctx,
         session_timeout=60.0
@@ -395,6 +398,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         else None
     )
     return PersonalAssistantData(
+        monitor=monitor,
         warmer=warmer,
         assistant=assistant,
         gateway=gateway,
