@@ -380,6 +380,9 @@ class OpenAIBackend:
         while it starts) answer 503 at /health meanwhile. Anything else,
         including a server without /health, is not loading.
         """
+        # Hand-written on HA's httpx client, the one call here that is:
+        # /health is llama-server's and vLLM's own, outside OpenAI's API, and
+        # the openai package has no call for it.
         url = URL(self.base_url)
         path = url.path.removesuffix("/v1")
         try:
