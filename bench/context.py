@@ -56,7 +56,6 @@ from homeassistant.components.homeassistant.exposed_entities import (  # noqa: E
 from homeassistant.helpers import area_registry as ar  # noqa: E402
 from homeassistant.helpers import entity_registry as er  # noqa: E402
 from homeassistant.helpers import floor_registry as fr  # noqa: E402
-from homeassistant.helpers.aiohttp_client import async_get_clientsession  # noqa: E402
 from homeassistant.setup import async_setup_component  # noqa: E402
 from langchain_core.messages import AIMessageChunk  # noqa: E402
 from langchain_core.runnables import RunnableLambda  # noqa: E402
@@ -95,8 +94,8 @@ from custom_components.ha_personal_assistant.documents.index import (  # noqa: E
 from custom_components.ha_personal_assistant.models import (  # noqa: E402
     Speaker,
 )
-from custom_components.ha_personal_assistant.ollama_api import (  # noqa: E402
-    async_embed,
+from custom_components.ha_personal_assistant.monitor import (  # noqa: E402
+    ServerMonitor,
 )
 from custom_components.ha_personal_assistant.store.storage import (  # noqa: E402
     Storage,
@@ -235,7 +234,7 @@ async def _document_index(
         entry,
         storage.database,
         VectorStore(storage.database, storage.executor),
-        backend=OllamaBackend(hass, url),
+        backend=OllamaBackend(url),
         model=EMBED_MODEL,
         folder=folder,
     )
@@ -284,6 +283,10 @@ def _assistant(hass: Any, storage: Any) -> Assistant:
             usage_metadata={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
         )
 
+    # Never polled here: the assistant only tells it how each call went.
+    entry = MockConfigEntry(domain=DOMAIN, data={"model": "bench"})
+    entry.add_to_hass(hass)
+    monitor = ServerMonitor(hass, entry, OllamaBackend("http://127.0.0.1:1"))
     return Assistant(
         hass,
         graph=build_graph(storage.checkpoints.saver),
@@ -292,7 +295,7 @@ def _assistant(hass: Any, storage: Any) -> Assistant:
         database=storage.database,
         checkpoints=storage.checkpoints,
         model_name="bench",
-        ollama_url="http://127.0.0.1:1",
+        health=monitor,
         num_ctx=8192,
         session_timeout=3600,
         request_timeout=30,
@@ -352,7 +355,7 @@ def _row(name: str, values: list[float], base: float | None = None) -> str:
 
 
 async def _retrieval(
-    index: DocumentIndex, session: Any, url: str
+    index: DocumentIndex, backend: OllamaBackend
 ) -> tuple[list[float], list[float], list[float]]:
     """Time a search with a new query, one with a cached one, and the embed call."""
     fresh, cached, embed = [], [], []
@@ -366,7 +369,7 @@ async def _retrieval(
         await index.async_search(text, 5)
         cached.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        await async_embed(session, url, EMBED_MODEL, [text], EMBED_TIMEOUT)
+        await backend.async_embed(EMBED_MODEL, [text], EMBED_TIMEOUT)
         embed.append((time.perf_counter() - started) * 1000)
     return fresh, cached, embed
 
@@ -425,8 +428,9 @@ async def main() -> None:  # noqa: PLR0915 - one run, printed in order
                         started = time.perf_counter()
                         _naive_context(hass)
                         naive.append((time.perf_counter() - started) * 1000)
-                    session = async_get_clientsession(hass)
-                    fresh, cached, embed = await _retrieval(documents, session, url)
+                    fresh, cached, embed = await _retrieval(
+                        documents, OllamaBackend(url)
+                    )
                     hits = await documents.async_search(MESSAGES[0], 5)
                     assert hits, documents.embed_error
                     _forget_queries(documents)

@@ -9,32 +9,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from unittest.mock import AsyncMock, patch
 
-import aiohttp
+import httpx
 import pytest
+import respx
 from homeassistant import config_entries
 from homeassistant.config_entries import ConfigSubentryData
 from homeassistant.data_entry_flow import FlowResultType, InvalidData
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry, MockUser
-from pytest_homeassistant_custom_component.test_util.aiohttp import (
-    AiohttpClientMocker,
-    AiohttpClientMockResponse,
-)
 from yarl import URL
 
+from custom_components.ha_personal_assistant.backends import (
+    OllamaBackend,
+    normalize_ollama_url,
+)
 from custom_components.ha_personal_assistant.const import DOMAIN
-from custom_components.ha_personal_assistant.ollama_api import (
-    InvalidOllamaUrl,
-    OllamaConnectionError,
-    OllamaError,
-    OllamaModel,
-    OllamaModelInfo,
-    OllamaModelNotFound,
-    async_list_models,
-    async_show_model,
-    normalize_url,
+from custom_components.ha_personal_assistant.model_server import (
+    InvalidUrl,
+    ModelNotFound,
+    ModelServerError,
+    ServerModel,
+    ServerTimeout,
+    ServerUnreachable,
     url_without_credentials,
 )
 from custom_components.ha_personal_assistant.policy.rules import (
@@ -44,6 +41,8 @@ from custom_components.ha_personal_assistant.policy.rules import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from homeassistant.core import HomeAssistant
 
 OLLAMA_URL = "http://192.168.1.10:11434"
@@ -104,22 +103,20 @@ SHOW = {
 
 
 class MockedOllama:
-    """An Ollama server speaking /api/tags and /api/show through aioclient_mock."""
+    """An Ollama server speaking /api/tags and /api/show, at the httpx boundary."""
 
     def __init__(
         self,
-        aioclient_mock: AiohttpClientMocker,
+        router: respx.MockRouter,
         url: str = OLLAMA_URL,
         models: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """Serve the given models (name to /api/show answer) at url."""
         self.show = deepcopy(SHOW if models is None else models)
-        aioclient_mock.get(f"{url}/api/tags", side_effect=self.answer_tags)
-        aioclient_mock.post(f"{url}/api/show", side_effect=self.answer_show)
+        router.get(f"{url}/api/tags").mock(side_effect=self.answer_tags)
+        router.post(f"{url}/api/show").mock(side_effect=self.answer_show)
 
-    async def answer_tags(
-        self, method: str, url: URL, _data: Any
-    ) -> AiohttpClientMockResponse:
+    def answer_tags(self, _request: httpx.Request) -> httpx.Response:
         """Answer GET /api/tags."""
         models = [
             {
@@ -130,18 +127,14 @@ class MockedOllama:
             }
             for name in self.show
         ]
-        return AiohttpClientMockResponse(method, url, json={"models": models})
+        return httpx.Response(200, json={"models": models})
 
-    async def answer_show(
-        self, method: str, url: URL, data: Any
-    ) -> AiohttpClientMockResponse:
+    def answer_show(self, request: httpx.Request) -> httpx.Response:
         """Answer POST /api/show like Ollama, 404 for a model it does not have."""
-        name = data["model"]
+        name = json.loads(request.content)["model"]
         if name not in self.show:
-            return AiohttpClientMockResponse(
-                method, url, status=404, json={"error": f"model '{name}' not found"}
-            )
-        return AiohttpClientMockResponse(method, url, json=self.show[name])
+            return httpx.Response(404, json={"error": f"model '{name}' not found"})
+        return httpx.Response(200, json=self.show[name])
 
 
 @pytest.fixture(autouse=True)
@@ -151,9 +144,23 @@ async def setup_homeassistant(hass: HomeAssistant) -> None:
 
 
 @pytest.fixture
-def ollama(aioclient_mock: AiohttpClientMocker) -> MockedOllama:
+def ollama_http() -> Iterator[respx.MockRouter]:
+    """Answer the ``ollama`` client's requests to the LAN servers of these tests.
+
+    Loopback traffic passes through untouched (the fake servers); any other
+    request that no test answers fails.
+    """
+    router = respx.MockRouter(assert_all_called=False, assert_all_mocked=True)
+    for host in ("127.0.0.1", "localhost", "::1"):
+        router.route(host=host).pass_through()
+    with router:
+        yield router
+
+
+@pytest.fixture
+def ollama(ollama_http: respx.MockRouter) -> MockedOllama:
     """Serve the standard set of models at OLLAMA_URL."""
-    return MockedOllama(aioclient_mock)
+    return MockedOllama(ollama_http)
 
 
 def suggested(result: dict[str, Any], field: str) -> Any:
@@ -312,7 +319,7 @@ async def test_credentials_stay_out_of_unique_id_and_title(
     "url", ["192.168.1.10:11434", "ftp://192.168.1.10", "http://", "http://h:99999"]
 )
 async def test_invalid_url_is_shown_on_the_field(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, url: str
+    hass: HomeAssistant, ollama_http: respx.MockRouter, url: str
 ) -> None:
     """An address without http(s) or host is refused before contacting anything."""
     result = await submit_url(hass, url)
@@ -320,25 +327,25 @@ async def test_invalid_url_is_shown_on_the_field(
     assert result["step_id"] == "ollama"
     assert result["errors"] == {"ollama_url": "invalid_url"}
     assert suggested(result, "ollama_url") == url
-    assert aioclient_mock.call_count == 0
+    assert ollama_http.calls.call_count == 0
 
 
 @pytest.mark.parametrize(
     "failure",
     [
-        {"exc": aiohttp.ClientConnectionError("Connection refused")},
-        {"exc": TimeoutError()},
-        {"status": 500, "text": "Internal Server Error"},
-        {"status": 404, "text": "404 page not found"},
-        {"status": 200, "text": "<html>Not Ollama</html>"},
+        {"side_effect": httpx.ConnectError("Connection refused")},
+        {"side_effect": httpx.ReadTimeout("timed out")},
+        {"return_value": httpx.Response(500, text="Internal Server Error")},
+        {"return_value": httpx.Response(404, text="404 page not found")},
+        {"return_value": httpx.Response(200, text="<html>Not Ollama</html>")},
     ],
     ids=["refused", "timeout", "http_500", "not_ollama", "not_json"],
 )
 async def test_unreachable_server_shows_cannot_connect(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, failure: dict[str, Any]
+    hass: HomeAssistant, ollama_http: respx.MockRouter, failure: dict[str, Any]
 ) -> None:
     """Every way of not reaching Ollama shows cannot_connect and keeps the URL."""
-    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", **failure)
+    ollama_http.get(f"{OLLAMA_URL}/api/tags").mock(**failure)
     result = await submit_url(hass)
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "ollama"
@@ -348,11 +355,11 @@ async def test_unreachable_server_shows_cannot_connect(
 
 async def test_unexpected_error_shows_unknown(
     hass: HomeAssistant,
-    aioclient_mock: AiohttpClientMocker,
+    ollama_http: respx.MockRouter,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """An unexpected failure shows unknown and logs the traceback."""
-    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", exc=RuntimeError("boom"))
+    ollama_http.get(f"{OLLAMA_URL}/api/tags").mock(side_effect=RuntimeError("boom"))
     result = await submit_url(hass)
     assert result["errors"] == {"base": "unknown"}
     assert "Unexpected error listing models at http://192.168.1.10:11434" in caplog.text
@@ -361,15 +368,16 @@ async def test_unexpected_error_shows_unknown(
 
 @pytest.mark.usefixtures("mock_setup_entry")
 async def test_server_recovers_after_cannot_connect(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    hass: HomeAssistant, ollama_http: respx.MockRouter
 ) -> None:
     """After fixing the server the same form moves on to the model step."""
-    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", exc=aiohttp.ClientConnectionError())
+    ollama_http.get(f"{OLLAMA_URL}/api/tags").mock(
+        side_effect=httpx.ConnectError("Connection refused")
+    )
     result = await submit_url(hass)
     assert result["errors"] == {"base": "cannot_connect"}
 
-    aioclient_mock.clear_requests()
-    MockedOllama(aioclient_mock)
+    MockedOllama(ollama_http)
     result = await hass.config_entries.flow.async_configure(
         result["flow_id"], {"ollama_url": OLLAMA_URL}
     )
@@ -382,10 +390,10 @@ async def test_server_recovers_after_cannot_connect(
     ids=["no_models", "only_embedding"],
 )
 async def test_server_without_chat_models_asks_to_pull_one(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, models: dict[str, Any]
+    hass: HomeAssistant, ollama_http: respx.MockRouter, models: dict[str, Any]
 ) -> None:
     """A server with no chat model installed says so instead of offering nothing."""
-    MockedOllama(aioclient_mock, models=models)
+    MockedOllama(ollama_http, models=models)
     result = await submit_url(hass)
     assert result["type"] is FlowResultType.FORM
     assert result["step_id"] == "ollama"
@@ -440,23 +448,21 @@ async def test_model_removed_before_submit_is_reported(
 @pytest.mark.parametrize(
     ("failure", "error"),
     [
-        ({"status": 500}, "cannot_connect"),
-        ({"exc": aiohttp.ClientConnectionError()}, "cannot_connect"),
-        ({"exc": RuntimeError("boom")}, "unknown"),
+        ({"return_value": httpx.Response(500)}, "cannot_connect"),
+        ({"side_effect": httpx.ConnectError("Connection refused")}, "cannot_connect"),
+        ({"side_effect": RuntimeError("boom")}, "unknown"),
     ],
     ids=["http_500", "refused", "unexpected"],
 )
 async def test_model_check_failure_is_shown_and_all_models_offered(
     hass: HomeAssistant,
-    aioclient_mock: AiohttpClientMocker,
+    ollama_http: respx.MockRouter,
     failure: dict[str, Any],
     error: str,
 ) -> None:
     """If /api/show fails, every model is offered and the submit shows the error."""
-    ollama = MockedOllama(aioclient_mock)
-    aioclient_mock.clear_requests()
-    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", side_effect=ollama.answer_tags)
-    aioclient_mock.post(f"{OLLAMA_URL}/api/show", **failure)
+    MockedOllama(ollama_http)
+    ollama_http.post(f"{OLLAMA_URL}/api/show").mock(**failure)
 
     result = await submit_url(hass)
     assert result["step_id"] == "model"
@@ -471,7 +477,7 @@ async def test_model_check_failure_is_shown_and_all_models_offered(
 
 @pytest.mark.usefixtures("mock_setup_entry")
 async def test_old_ollama_without_capabilities_accepts_the_choice(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    hass: HomeAssistant, ollama_http: respx.MockRouter
 ) -> None:
     """Servers older than Ollama 0.6.4 report no capabilities: trust the user."""
     models = {
@@ -479,7 +485,7 @@ async def test_old_ollama_without_capabilities_accepts_the_choice(
         for name, show in SHOW.items()
     }
     models["mystery:latest"] = {}
-    MockedOllama(aioclient_mock, models=models)
+    MockedOllama(ollama_http, models=models)
     result = await submit_url(hass)
     assert sorted(select_options(result, "model")) == sorted(models)
     assert "mystery:latest" in select_options(result, "model", "label")
@@ -491,7 +497,7 @@ async def test_old_ollama_without_capabilities_accepts_the_choice(
 
 
 async def test_a_second_entry_is_refused_whatever_the_server(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    hass: HomeAssistant, ollama_http: respx.MockRouter
 ) -> None:
     """One entry answers Telegram: a second is refused before any question.
 
@@ -504,7 +510,7 @@ async def test_a_second_entry_is_refused_whatever_the_server(
     )
     assert result["type"] is FlowResultType.ABORT
     assert result["reason"] == "single_instance_allowed"
-    assert aioclient_mock.call_count == 0
+    assert ollama_http.calls.call_count == 0
 
 
 # Reconfigure.
@@ -512,13 +518,13 @@ async def test_a_second_entry_is_refused_whatever_the_server(
 
 async def test_reconfigure_moves_to_another_server(
     hass: HomeAssistant,
-    aioclient_mock: AiohttpClientMocker,
+    ollama_http: respx.MockRouter,
     mock_setup_entry: AsyncMock,
 ) -> None:
     """Reconfigure prefills the current values, then moves the entry and reloads."""
     entry = add_entry(hass, data={"model": "llama3.1:8b"})
-    MockedOllama(aioclient_mock)
-    MockedOllama(aioclient_mock, url=OTHER_URL)
+    MockedOllama(ollama_http)
+    MockedOllama(ollama_http, url=OTHER_URL)
 
     result = await entry.start_reconfigure_flow(hass)
     assert result["type"] is FlowResultType.FORM
@@ -578,7 +584,7 @@ async def test_reconfigure_same_server_keeps_a_custom_title(
 
 
 async def test_reconfigure_onto_a_configured_server_aborts(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    hass: HomeAssistant, ollama_http: respx.MockRouter
 ) -> None:
     """Moving an entry to a server another entry uses aborts and changes nothing."""
     entry = add_entry(hass)
@@ -594,7 +600,7 @@ async def test_reconfigure_onto_a_configured_server_aborts(
 
 
 async def test_reconfigure_shows_errors_on_its_own_form(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    hass: HomeAssistant, ollama_http: respx.MockRouter
 ) -> None:
     """A bad URL during reconfigure re-shows the reconfigure form."""
     entry = add_entry(hass)
@@ -863,7 +869,7 @@ async def test_mapping_labels_people_by_the_name_telegram_gave_their_chat(
     }
 
 
-# normalize_url and the Ollama client.
+# normalize_ollama_url and the Ollama backend's client.
 
 
 @pytest.mark.parametrize(
@@ -882,7 +888,7 @@ async def test_mapping_labels_people_by_the_name_telegram_gave_their_chat(
 )
 def test_normalize_url(url: str, expected: str) -> None:
     """URLs are reduced to scheme, credentials, host and non-default port."""
-    assert normalize_url(url) == expected
+    assert normalize_ollama_url(url) == expected
 
 
 @pytest.mark.parametrize(
@@ -901,8 +907,8 @@ def test_normalize_url(url: str, expected: str) -> None:
 )
 def test_normalize_url_refuses(url: str) -> None:
     """Anything but an http(s) URL with a host is refused."""
-    with pytest.raises(InvalidOllamaUrl):
-        normalize_url(url)
+    with pytest.raises(InvalidUrl):
+        normalize_ollama_url(url)
 
 
 def test_url_without_credentials() -> None:
@@ -911,48 +917,42 @@ def test_url_without_credentials() -> None:
     assert url_without_credentials("http://h:1") == "http://h:1"
 
 
-async def test_list_models_reads_tags(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
-) -> None:
-    """Models are read from /api/tags; malformed entries are skipped."""
-    aioclient_mock.get(
-        f"{OLLAMA_URL}/api/tags",
+async def test_list_models_reads_tags(ollama_http: respx.MockRouter) -> None:
+    """Models are read from /api/tags, labelled with their size; nameless skipped."""
+    ollama_http.get(f"{OLLAMA_URL}/api/tags").respond(
         json={
             "models": [
                 {
                     "name": "qwen3:8b",
+                    "model": "qwen3:8b",
                     "size": 5_225_376_047,
                     "details": {"family": "qwen3", "parameter_size": "8.2B"},
                 },
                 {"model": "tiny:latest", "size": True, "details": None},
                 {"name": ""},
-                "junk",
             ]
         },
     )
-    models = await async_list_models(async_get_clientsession(hass), OLLAMA_URL)
+    models = await OllamaBackend(OLLAMA_URL).async_list_models()
     assert models == [
-        OllamaModel("qwen3:8b", 5_225_376_047, "qwen3", "8.2B"),
-        OllamaModel("tiny:latest", None, None, None),
+        ServerModel("qwen3:8b", "qwen3:8b (8.2B)"),
+        ServerModel("tiny:latest", "tiny:latest"),
     ]
 
 
-async def test_show_model_reads_capabilities_and_context(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+async def test_show_model_reads_capabilities(
+    ollama_http: respx.MockRouter, ollama: MockedOllama
 ) -> None:
-    """Capabilities and "<arch>.context_length" come from /api/show."""
-    MockedOllama(aioclient_mock)
-    session = async_get_clientsession(hass)
-    info = await async_show_model(session, OLLAMA_URL, "qwen3:8b")
-    assert info == OllamaModelInfo(
-        "qwen3:8b", ("completion", "tools", "thinking"), 40960
+    """Capabilities come from /api/show, asked for by the model's name."""
+    backend = OllamaBackend(OLLAMA_URL)
+    assert await backend.async_capabilities("qwen3:8b") == (
+        "completion",
+        "tools",
+        "thinking",
     )
-    assert not info.is_embedding_only
-    assert not info.lacks("tools")
-    assert info.lacks("embedding")
-    embedder = await async_show_model(session, OLLAMA_URL, "nomic-embed-text:latest")
-    assert embedder.is_embedding_only
-    assert aioclient_mock.mock_calls[-1][2] == {"model": "nomic-embed-text:latest"}
+    assert await backend.async_capabilities("nomic-embed-text:latest") == ("embedding",)
+    request = ollama_http.calls.last.request
+    assert json.loads(request.content) == {"model": "nomic-embed-text:latest"}
 
 
 @pytest.mark.parametrize(
@@ -965,79 +965,89 @@ async def test_show_model_reads_capabilities_and_context(
     ],
 )
 async def test_show_model_tolerates_missing_details(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker, body: dict[str, Any]
+    ollama_http: respx.MockRouter, body: dict[str, Any]
 ) -> None:
-    """Missing or odd details give no capabilities and no context length."""
-    aioclient_mock.post(f"{OLLAMA_URL}/api/show", json=body)
-    info = await async_show_model(async_get_clientsession(hass), OLLAMA_URL, "m")
-    assert info == OllamaModelInfo("m", (), None)
-    assert not info.lacks("tools")
+    """Missing or odd details give no capabilities: the server does not say."""
+    ollama_http.post(f"{OLLAMA_URL}/api/show").respond(json=body)
+    backend = OllamaBackend(OLLAMA_URL)
+    assert await backend.async_capabilities("m") == ()
+    assert await backend.async_supports_tools("m")
 
 
 async def test_show_model_not_found(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    ollama_http: respx.MockRouter, ollama: MockedOllama
 ) -> None:
     """A 404 from /api/show means the model is not installed."""
-    MockedOllama(aioclient_mock)
-    with pytest.raises(OllamaModelNotFound, match="missing:latest"):
-        await async_show_model(
-            async_get_clientsession(hass), OLLAMA_URL, "missing:latest"
-        )
+    with pytest.raises(ModelNotFound, match="missing:latest"):
+        await OllamaBackend(OLLAMA_URL).async_capabilities("missing:latest")
 
 
 @pytest.mark.parametrize(
     ("answer", "error"),
     [
-        ({"exc": aiohttp.ClientConnectionError()}, OllamaConnectionError),
-        ({"exc": TimeoutError()}, OllamaConnectionError),
-        ({"status": 502}, OllamaConnectionError),
-        ({"text": "not json"}, OllamaConnectionError),
-        ({"status": 401}, OllamaError),
-        ({"status": 404}, OllamaError),
-        ({"json": ["a", "list"]}, OllamaError),
-        ({"json": {"models": None}}, OllamaError),
+        ({"side_effect": httpx.ConnectError("refused")}, ServerUnreachable),
+        ({"side_effect": httpx.ReadTimeout("timed out")}, ServerUnreachable),
+        ({"return_value": httpx.Response(502)}, ServerUnreachable),
+        ({"return_value": httpx.Response(200, text="not json")}, ServerUnreachable),
+        ({"return_value": httpx.Response(401)}, ModelServerError),
+        ({"return_value": httpx.Response(404)}, ModelServerError),
+        ({"return_value": httpx.Response(200, json=["a", "list"])}, ModelServerError),
+        (
+            {"return_value": httpx.Response(200, json={"models": None})},
+            ModelServerError,
+        ),
     ],
 )
 async def test_list_models_errors(
-    hass: HomeAssistant,
-    aioclient_mock: AiohttpClientMocker,
+    ollama_http: respx.MockRouter,
     answer: dict[str, Any],
-    error: type[OllamaError],
+    error: type[ModelServerError],
 ) -> None:
-    """Failures map to OllamaConnectionError (retry later) or OllamaError."""
-    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", **answer)
+    """Failures map to ServerUnreachable (retry later) or ModelServerError."""
+    ollama_http.get(f"{OLLAMA_URL}/api/tags").mock(**answer)
     with pytest.raises(error) as exc_info:
-        await async_list_models(async_get_clientsession(hass), OLLAMA_URL)
-    assert not isinstance(exc_info.value, OllamaModelNotFound)
+        await OllamaBackend(OLLAMA_URL).async_list_models()
+    assert not isinstance(exc_info.value, ModelNotFound)
+    if error is ModelServerError:
+        assert not isinstance(exc_info.value, ServerUnreachable)
 
 
-async def test_show_model_unexpected_answer(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
-) -> None:
-    """An answer that is not an object is an OllamaError."""
-    aioclient_mock.post(f"{OLLAMA_URL}/api/show", json=["nope"])
-    with pytest.raises(OllamaError):
-        await async_show_model(async_get_clientsession(hass), OLLAMA_URL, "m")
+async def test_show_model_unexpected_answer(ollama_http: respx.MockRouter) -> None:
+    """An answer that is not an object is a ModelServerError."""
+    ollama_http.post(f"{OLLAMA_URL}/api/show").respond(json=["nope"])
+    with pytest.raises(ModelServerError):
+        await OllamaBackend(OLLAMA_URL).async_capabilities("m")
 
 
 async def test_timeout_is_enforced_and_errors_hide_credentials(
-    hass: HomeAssistant, aioclient_mock: AiohttpClientMocker
+    ollama_http: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A server slower than the timeout fails fast; messages carry no password."""
 
-    async def hang(method: str, url: URL, data: Any) -> AiohttpClientMockResponse:
+    async def hang(_request: httpx.Request) -> httpx.Response:
         await asyncio.sleep(10)
         raise AssertionError  # pragma: no cover
 
-    aioclient_mock.get(f"{OLLAMA_URL}/api/tags", side_effect=hang)
-    with pytest.raises(OllamaConnectionError) as exc_info:
-        await async_list_models(
-            async_get_clientsession(hass),
-            "http://ha:s3cret@192.168.1.10:11434",
-            timeout=0.01,
-        )
+    ollama_http.get(f"{OLLAMA_URL}/api/tags").mock(side_effect=hang)
+    monkeypatch.setattr(
+        "custom_components.ha_personal_assistant.backends.OLLAMA_PROBE_TIMEOUT", 0.01
+    )
+    backend = OllamaBackend("http://ha:s3cret@192.168.1.10:11434")
+    with pytest.raises(ServerTimeout) as exc_info:
+        await backend.async_list_models()
     assert "s3cret" not in str(exc_info.value)
     assert "192.168.1.10" in str(exc_info.value)
+
+
+async def test_credentials_in_the_url_are_sent_as_basic_auth(
+    ollama_http: respx.MockRouter, ollama: MockedOllama
+) -> None:
+    """A user name and password in the URL reach Ollama (a proxy in front of it)."""
+    backend = OllamaBackend("http://ha:s3cret@192.168.1.10:11434")
+    assert await backend.async_list_models()
+    request = ollama_http.calls.last.request
+    assert request.url.host == "192.168.1.10"
+    assert request.headers["authorization"] == "Basic aGE6czNjcmV0"
 
 
 # The permission policy in the options flow.

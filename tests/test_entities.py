@@ -386,7 +386,7 @@ async def test_ollama_unreachable_for_long_raises_an_issue_then_clears(
 ) -> None:
     """A short outage is only a status; after 10 minutes it is a repair issue."""
     issues = ir.async_get(hass)
-    issue_id = f"ollama_unreachable_{assistant.entry_id}"
+    issue_id = f"server_unreachable_{assistant.entry_id}"
     port = int(fake_ollama.url.rsplit(":", 1)[1])
     await fake_ollama.stop()
     await _tick(hass, freezer, 1.1)

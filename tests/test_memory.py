@@ -23,7 +23,7 @@ from pytest_homeassistant_custom_component.common import (  # type: ignore[impor
     MockConfigEntry,
 )
 
-from custom_components.ha_personal_assistant import scheduler as scheduler_module
+from custom_components.ha_personal_assistant import model_queue as model_queue_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.agent.background import BackgroundModel
 from custom_components.ha_personal_assistant.agent.prefix import CachedPrefix
@@ -51,12 +51,12 @@ from custom_components.ha_personal_assistant.memory.text import (
     is_update,
     near_identical,
 )
+from custom_components.ha_personal_assistant.model_queue import ModelQueue
 from custom_components.ha_personal_assistant.models import (
     Interaction,
     Speaker,
     TurnResult,
 )
-from custom_components.ha_personal_assistant.scheduler import ModelScheduler
 from custom_components.ha_personal_assistant.security.firewall import check_text
 from custom_components.ha_personal_assistant.store import profile as store
 from custom_components.ha_personal_assistant.store.database import Database
@@ -510,7 +510,7 @@ async def test_clear_and_export_profile_services(
 @pytest.fixture
 def eager_learning(monkeypatch: pytest.MonkeyPatch) -> None:
     """Learn at once instead of waiting for a quiet minute."""
-    monkeypatch.setattr(scheduler_module, "QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(model_queue_module, "QUIET_SECONDS", 0.0)
     monkeypatch.setattr(learner_module, "LEARNING_INTERVAL_SECONDS", 0.0)
 
 
@@ -967,7 +967,7 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
     background = BackgroundModel(
         model=model,  # type: ignore[arg-type]
         prefix=CachedPrefix(num_ctx=8192, tool_schemas=[]),
-        scheduler=ModelScheduler(asyncio.Semaphore(1), quiet_seconds=0.2),
+        scheduler=ModelQueue(asyncio.Semaphore(1), quiet_seconds=0.2),
         request_timeout=5.0,
     )
     learner = Learner(hass, entry, memory, background)

@@ -197,7 +197,7 @@ async def test_learning_interrupted_by_a_stop_is_done_once_after_start(
     hass, telegram, entry = await restarter.restart(hass, telegram, entry, setup=False)
     # The next start learns at once (its quiet period is short here).
     monkeypatch.setattr(
-        "custom_components.ha_personal_assistant.scheduler.QUIET_SECONDS", 0.2
+        "custom_components.ha_personal_assistant.model_queue.QUIET_SECONDS", 0.2
     )
     asked = len(fake_ollama.chat_requests)
     assert await hass.config_entries.async_setup(entry.entry_id)

@@ -28,7 +28,6 @@ from .const import (
 from .local_intents import LocalIntentsWatch, async_delete_local_intents_issues
 from .media import remove_transfer_dir, transfer_dir
 from .model_server import AuthFailed, ModelServerError
-from .monitor import ServerMonitor
 from .naming import async_rename_generated_title
 from .policy.people import async_ensure_acting_user, async_remove_acting_user
 from .repairs import (
@@ -120,8 +119,6 @@ async def async_setup_entry(
         await storage.async_close(hass)
         raise
     entry.runtime_data = data
-    data.monitor = ServerMonitor(hass, entry, backend)
-    data.assistant.failure_listeners.append(data.monitor.async_failed)
     # The server came back (restarted, perhaps): its cache is empty.
     entry.async_on_unload(async_track_recovery(data.warmer, data.monitor))
     entry.async_on_unload(data.monitor.async_start())

@@ -174,8 +174,8 @@ class PersonalAssistantTaskEntity(ai_task.AITaskEntity, PersonalAssistantEntity)
                 translation_domain=DOMAIN, translation_key="model_timeout"
             ) from err
         except Exception as err:
-            known = assistant.backend.classify(err)
-            reason = known[1] if known is not None else type(err).__name__
+            known = assistant.backend.chat_error(err)
+            reason = str(known) if known is not None else type(err).__name__
             LOGGER.warning("An AI task failed on the model server: %s", reason)
             raise HomeAssistantError(
                 translation_domain=DOMAIN,

@@ -35,10 +35,15 @@ from .agent.graph import (
 )
 from .agent.home import describe_home, describe_moment
 from .agent.prefix import CachedPrefix
-from .backends import OllamaBackend
 from .const import LOGGER, RECURSION_LIMIT
 from .i18n import Texts, async_texts
-from .model_server import Backend, Failure
+from .model_queue import ModelQueue
+from .model_server import (
+    Backend,
+    ModelNotFound,
+    ServerTimeout,
+    ServerUnreachable,
+)
 from .models import (
     AfterReply,
     DocumentSource,
@@ -48,9 +53,7 @@ from .models import (
     TokenFigures,
     TurnResult,
 )
-from .ollama_api import url_without_credentials
 from .policy.people import NOT_KNOWN_SOURCE
-from .scheduler import ModelScheduler
 from .security.links import filter_reply, find_links
 from .stats import TurnStats
 from .store.database import Session
@@ -69,6 +72,7 @@ if TYPE_CHECKING:
     from .agent.satellite import Satellite
     from .executor import BlockingExecutor
     from .model_server import ModelBackend
+    from .monitor import ServerMonitor
     from .policy.rules import Policy
     from .sessions import SessionKeeper
     from .store.checkpoints import CheckpointStore
@@ -94,32 +98,6 @@ PROFILE_CHARS_PER_TOKEN: Final = 4
 _EMPTY_STREAM: Final = ("No generation chunks were returned", "No data received")
 
 
-class ModelHealth:
-    """Log once when the model becomes unavailable and once when it recovers."""
-
-    def __init__(self, url: str) -> None:
-        """Start out assuming the model is available (setup probed it)."""
-        # A URL may carry credentials; logs never do.
-        self._where = url_without_credentials(url)
-        self.available = True
-        self.last_error: str | None = None
-
-    def failed(self, reason: str) -> None:
-        """Record a failed model call."""
-        self.last_error = reason
-        if self.available:
-            self.available = False
-            LOGGER.warning(
-                "The model server at %s is unavailable: %s", self._where, reason
-            )
-
-    def succeeded(self) -> None:
-        """Record a successful model call."""
-        if not self.available:
-            self.available = True
-            LOGGER.info("The model server at %s is available again", self._where)
-
-
 class Assistant:
     """Runs turns of the agent for any chat, Telegram or otherwise."""
 
@@ -133,14 +111,14 @@ class Assistant:
         database: Database,
         checkpoints: CheckpointStore,
         model_name: str,
-        ollama_url: str,
+        health: ServerMonitor,
         num_ctx: int,
         session_timeout: float,
         request_timeout: float,
         model_slots: asyncio.Semaphore,
         policy: Policy | None = None,
         executor: BlockingExecutor | None = None,
-        scheduler: ModelScheduler | None = None,
+        scheduler: ModelQueue | None = None,
         backend: ModelBackend | None = None,
         prefix: CachedPrefix | None = None,
         history: SessionKeeper | None = None,
@@ -152,7 +130,7 @@ class Assistant:
         after_reply: Sequence[AfterReply] = (),
         spawn: Spawn | None = None,
     ) -> None:
-        """Keep what every turn needs; ``backend`` absent: Ollama at ollama_url.
+        """Keep what every turn needs; ``backend`` absent: the monitor's.
 
         ``prefix`` absent: the system prompt and this registry's tools.
         ``history`` keeps the turns and summaries; ``memory`` the profiles;
@@ -175,12 +153,11 @@ class Assistant:
         self.session_timeout = session_timeout
         self.request_timeout = request_timeout
         self.model_slots = model_slots
-        self.health = ModelHealth(ollama_url)
-        self.ollama_url = ollama_url
+        # The one health tracker of the model server: told how each call
+        # went (it logs outages once and raises repairs).
+        self.health = health
         # The model server: what is loading, and what a failed call means.
-        self.backend: ModelBackend = backend or OllamaBackend(hass, ollama_url)
-        # Told what a failed model call meant (the monitor raises repairs).
-        self.failure_listeners: list[Callable[[Failure], None]] = []
+        self.backend: ModelBackend = backend or health.backend
         self.policy = policy
         # The integration's own pool for blocking work (the firewall on chunks).
         self.executor = executor
@@ -196,7 +173,7 @@ class Assistant:
             num_ctx=num_ctx, tool_schemas=registry.schemas()
         )
         # Background calls (summaries, learning) wait for quiet.
-        self.scheduler = scheduler or ModelScheduler(model_slots)
+        self.scheduler = scheduler or ModelQueue(model_slots)
         self._domain_names: dict[str, dict[str, list[str]]] = {}
         # The words that point at each entity, kept between turns.
         self.entities = EntityIndex()
@@ -587,17 +564,14 @@ class Assistant:
         if isinstance(err, ConnectionError | httpx.TransportError):
             self.health.failed(f"connection failed ({type(err).__name__})")
             return texts(self.server_key("unreachable"))
-        if (failure := self.backend.classify(err)) is not None:
-            kind, reason = failure
-            if kind is Failure.MODEL_MISSING:
+        if (error := self.backend.chat_error(err)) is not None:
+            if isinstance(error, ModelNotFound):
                 self.health.failed(f"model {self.model_name} not found")
                 return texts(self.server_key("model_missing"), model=self.model_name)
-            self.health.failed(reason)
-            for listener in self.failure_listeners:
-                listener(kind)
-            if kind is Failure.TIMEOUT:
+            self.health.failed(str(error), error)
+            if isinstance(error, ServerTimeout):
                 return texts("model_timeout")
-            if kind is Failure.UNREACHABLE:
+            if isinstance(error, ServerUnreachable):
                 return texts(self.server_key("unreachable"))
             return texts("model_error")
         if isinstance(err, ValueError) and any(

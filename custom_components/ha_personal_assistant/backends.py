@@ -1,8 +1,11 @@
 """The two kinds of model server: Ollama, and servers speaking OpenAI's API.
 
-Ollama: the model list, capabilities, loaded models and embeddings go
-through ``ollama_api`` on HA's shared aiohttp session; the chat model is
-langchain-ollama's ChatOllama, whose own client is the ``ollama`` package.
+Each backend talks to its server through one client library and maps that
+library's errors to the one error type, :class:`.model_server.ModelServerError`.
+
+Ollama: one ``ollama.AsyncClient`` asks for the model list, capabilities,
+loaded models and embeddings; the chat model is langchain-ollama's
+ChatOllama, whose own client is the same package's.
 
 OpenAI-compatible servers (llama.cpp's llama-server, vLLM, LocalAI, LM
 Studio): one ``openai.AsyncOpenAI`` client on HA's shared httpx client serves
@@ -11,15 +14,16 @@ everything, and langchain-openai's ChatOpenAI is built on that same client.
 
 from __future__ import annotations
 
+import asyncio
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import httpx
+import ollama
 import openai
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.httpx_client import get_async_client
 from homeassistant.util.ssl import get_default_context
-from ollama import ResponseError
+from pydantic import ValidationError
 from yarl import URL
 
 from .const import (
@@ -33,29 +37,24 @@ from .const import (
     TOOL_PROBE_TIMEOUT,
 )
 from .model_server import (
+    CAPABILITY_TOOLS,
     AuthFailed,
     Backend,
     ChatSettings,
-    Failure,
     ModelBackend,
     ModelNotFound,
     ModelServerError,
     ServerModel,
+    ServerTimeout,
     ServerUnreachable,
+    ToolsRefused,
     is_bad_tool_call,
-)
-from .ollama_api import (
-    CAPABILITY_TOOLS,
-    InvalidOllamaUrl,
-    async_embed,
-    async_list_models,
-    async_running_models,
-    async_show_model,
+    parse_http_url,
     url_without_credentials,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Mapping
 
     from homeassistant.core import HomeAssistant
     from langchain_core.language_models import BaseChatModel
@@ -64,7 +63,6 @@ if TYPE_CHECKING:
 # and the openai package would otherwise read OPENAI_API_KEY from the
 # environment and send a real OpenAI key to this server.
 NO_API_KEY: Final = "no-key"
-_SCHEMES: Final = frozenset({"http", "https"})
 # The smallest tool definition: a server that cannot call tools refuses it.
 _PROBE_TOOL: Final = {
     "type": "function",
@@ -80,9 +78,11 @@ _PROBE_TOOL: Final = {
 }
 
 
-# What the openai package raises for a 200 that is not the answer it expects
-# (a web UI's HTML page at the address, JSON of another shape): it does not
-# validate answers, so it fails reading them.
+# What the client packages raise for a 200 that is not the answer they
+# expect (a web UI's HTML page at the address, JSON of another shape): the
+# openai package does not validate answers, so it fails reading them; the
+# ollama package builds its pydantic models from the JSON (ValidationError
+# is a ValueError), or fails unpacking JSON that is not an object.
 _NOT_THE_ANSWER: Final = (ValueError, TypeError, AttributeError)
 _UNEXPECTED_EMBEDDINGS: Final = "Unexpected answer from /embeddings"
 
@@ -92,39 +92,120 @@ def _model_key(name: str) -> str:
     return name if ":" in name else f"{name}:latest"
 
 
+def normalize_ollama_url(url: str) -> str:
+    """Return the canonical base URL of an Ollama server.
+
+    The scheme and host are lower-cased, a default port and any path, query or
+    fragment are dropped; credentials are kept. Raise InvalidUrl unless the
+    URL is http(s) with a host.
+    """
+    parsed = parse_http_url(url, "http://192.168.1.10:11434")
+    return str(parsed.with_path("").with_query(None).with_fragment(None))
+
+
+def _ollama_client(url: str) -> ollama.AsyncClient:
+    """Return the ``ollama`` client for the server at ``url``.
+
+    The package takes no HTTP session (it builds its own httpx client) and
+    drops credentials from the host, so they go in as Basic auth. No client
+    timeout: each call has its own deadline for connect, send and read.
+    """
+    parsed = URL(url)
+    auth = (
+        httpx.BasicAuth(parsed.user or "", parsed.password or "")
+        if parsed.user is not None
+        else None
+    )
+    return ollama.AsyncClient(
+        host=url_without_credentials(url), verify=get_default_context(), auth=auth
+    )
+
+
 class OllamaBackend:
-    """An Ollama server, through its native API."""
+    """An Ollama server, through its native API and the ``ollama`` package."""
 
     backend = Backend.OLLAMA
 
-    def __init__(self, hass: HomeAssistant, url: str) -> None:
-        """Talk to the Ollama server at ``url`` with HA's shared web session."""
-        self.hass = hass
+    def __init__(self, url: str) -> None:
+        """Talk to the Ollama server at ``url`` through one ``ollama`` client."""
         self.url = url
         self.where = url_without_credentials(url)
+        self.client = _ollama_client(url)
+
+    async def _async_call[T](
+        self,
+        call: Awaitable[T],
+        path: str,
+        timeout: float = OLLAMA_PROBE_TIMEOUT,  # noqa: ASYNC109 - one deadline per call
+    ) -> T:
+        """Return what ``call`` answers, or raise this backend's error for it.
+
+        A 404 is ModelNotFound; no connection, a timeout, a server failure
+        (5xx) or an answer that is not JSON is ServerUnreachable; another
+        error status or an answer of another shape is ModelServerError.
+        """
+        where = f"{self.where}{path}"
+        try:
+            async with asyncio.timeout(timeout):
+                return await call
+        except TimeoutError as err:
+            msg = f"Timeout after {timeout} s waiting for {where}"
+            raise ServerTimeout(msg) from err
+        except ollama.ResponseError as err:
+            msg = f"{where} answered HTTP {err.status_code}"
+            if err.status_code == HTTPStatus.NOT_FOUND:
+                raise ModelNotFound(msg) from err
+            if err.status_code >= HTTPStatus.INTERNAL_SERVER_ERROR:
+                raise ServerUnreachable(msg) from err
+            raise ModelServerError(msg) from err
+        except (ConnectionError, httpx.TransportError) as err:
+            # The package turns a refused connection into ConnectionError.
+            msg = f"Cannot reach {where}: {type(err).__name__}"
+            raise ServerUnreachable(msg) from err
+        except ValidationError as err:
+            msg = f"Unexpected answer from {path}"
+            raise ModelServerError(msg) from err
+        except ValueError as err:
+            msg = f"{where} did not answer JSON"
+            raise ServerUnreachable(msg) from err
+        except TypeError as err:
+            msg = f"Unexpected answer from {path}"
+            raise ModelServerError(msg) from err
 
     async def async_list_models(self) -> list[ServerModel]:
         """Return the installed models (GET /api/tags)."""
-        return [
-            ServerModel(
-                name=model.name,
-                label=(
-                    f"{model.name} ({model.parameter_size})"
-                    if model.parameter_size
-                    else model.name
-                ),
-            )
-            for model in await async_list_models(
-                async_get_clientsession(self.hass), self.url
-            )
-        ]
+        try:
+            answer = await self._async_call(self.client.list(), "/api/tags")
+        except ModelNotFound as err:
+            # A 404 here means the URL does not point at an Ollama server.
+            raise ModelServerError(str(err)) from err
+        models: list[ServerModel] = []
+        for model in answer.models:
+            if not model.model:
+                continue
+            size = model.details.parameter_size if model.details else None
+            label = f"{model.model} ({size})" if size else model.model
+            models.append(ServerModel(name=model.model, label=label))
+        return models
 
     async def async_capabilities(self, model: str) -> tuple[str, ...]:
-        """Return what Ollama reports the model can do (POST /api/show)."""
-        info = await async_show_model(
-            async_get_clientsession(self.hass), self.url, model
-        )
-        return info.capabilities
+        """Return what Ollama reports the model can do (POST /api/show).
+
+        Servers older than Ollama 0.6.4 report nothing: then the empty tuple.
+        """
+        try:
+            answer = await self._async_call(self.client.show(model), "/api/show")
+        except ModelNotFound as err:
+            msg = f"The model {model} is not installed"
+            raise ModelNotFound(msg) from err
+        except ModelServerError as err:
+            if isinstance(err.__cause__, ValidationError):
+                # An object the package cannot read (it requires model_info):
+                # the server does not say what the model can do.
+                LOGGER.debug("Unreadable /api/show answer for %s: %s", model, err)
+                return ()
+            raise
+        return tuple(answer.capabilities or ())
 
     async def async_supports_tools(self, model: str) -> bool:
         """Tell whether Ollama reports tool support (older servers report none)."""
@@ -134,13 +215,17 @@ class OllamaBackend:
     async def async_loading(self, model: str) -> bool:
         """Tell whether Ollama is still loading the model (not yet in /api/ps)."""
         try:
-            running = await async_running_models(
-                async_get_clientsession(self.hass), self.url
-            )
+            answer = await self._async_call(self.client.ps(), "/api/ps")
         except ModelServerError as err:
             LOGGER.debug("Could not ask Ollama what it has loaded: %s", err)
             return False
-        return _model_key(model) not in {_model_key(name) for name in running}
+        running = {
+            _model_key(name)
+            for entry in answer.models
+            for name in (entry.model, entry.name)
+            if name
+        }
+        return _model_key(model) not in running
 
     async def async_embed(
         self,
@@ -148,10 +233,19 @@ class OllamaBackend:
         texts: list[str],
         timeout: float,  # noqa: ASYNC109 - one deadline for the whole batch
     ) -> list[list[float]]:
-        """Return one vector per text (POST /api/embed)."""
-        return await async_embed(
-            async_get_clientsession(self.hass), self.url, model, texts, timeout
-        )
+        """Return one vector per text (POST /api/embed), in order."""
+        try:
+            answer = await self._async_call(
+                self.client.embed(model, texts, truncate=True), "/api/embed", timeout
+            )
+        except ModelNotFound as err:
+            msg = f"The embedding model {model} is not installed"
+            raise ModelNotFound(msg) from err
+        vectors = [[float(x) for x in vector] for vector in answer.embeddings]
+        if len(vectors) != len(texts) or not all(vectors):
+            msg = "Unexpected answer from /api/embed"
+            raise ModelServerError(msg)
+        return vectors
 
     def build_chat_model(self, model: str, settings: ChatSettings) -> BaseChatModel:
         """Create ChatOllama; blocking (imports, httpx clients): in the executor."""
@@ -180,13 +274,13 @@ class OllamaBackend:
             },
         )
 
-    def classify(self, err: BaseException) -> tuple[Failure, str] | None:
-        """Explain the ``ollama`` package's HTTP errors (ChatOllama raises them)."""
-        if not isinstance(err, ResponseError):
+    def chat_error(self, err: BaseException) -> ModelServerError | None:
+        """Map the ``ollama`` package's HTTP errors (ChatOllama raises them)."""
+        if not isinstance(err, ollama.ResponseError):
             return None
         if err.status_code == HTTPStatus.NOT_FOUND:
-            return Failure.MODEL_MISSING, "model not found"
-        return Failure.ERROR, f"HTTP {err.status_code}: {err.error}"
+            return ModelNotFound("model not found")
+        return ModelServerError(f"HTTP {err.status_code}: {err.error}")
 
 
 def normalize_base_url(url: str) -> str:
@@ -194,21 +288,10 @@ def normalize_base_url(url: str) -> str:
 
     The scheme and host are lower-cased and a default port, query, fragment
     and trailing slash are dropped; a URL without a path gets ``/v1``, where
-    every such server serves the API. Credentials are kept. Raise
-    InvalidOllamaUrl unless the URL is http(s) with a host.
+    every such server serves the API. Credentials are kept. Raise InvalidUrl
+    unless the URL is http(s) with a host.
     """
-    try:
-        parsed = URL(url.strip())
-    except ValueError as err:
-        raise InvalidOllamaUrl(str(err)) from err
-    host = parsed.host
-    if (
-        parsed.scheme not in _SCHEMES
-        or not host
-        or any(char.isspace() for char in host)
-    ):
-        msg = "Expected a URL like http://192.168.1.10:8000/v1"
-        raise InvalidOllamaUrl(msg)
+    parsed = parse_http_url(url, "http://192.168.1.10:8000/v1")
     path = parsed.path.rstrip("/") or "/v1"
     return str(parsed.with_path(path).with_query(None).with_fragment(None))
 
@@ -297,6 +380,9 @@ class OpenAIBackend:
         while it starts) answer 503 at /health meanwhile. Anything else,
         including a server without /health, is not loading.
         """
+        # Hand-written on HA's httpx client, the one call here that is:
+        # /health is llama-server's and vLLM's own, outside OpenAI's API, and
+        # the openai package has no call for it.
         url = URL(self.base_url)
         path = url.path.removesuffix("/v1")
         try:
@@ -372,23 +458,27 @@ class OpenAIBackend:
             extra_body=extra,
         )
 
-    def classify(  # noqa: PLR0911 - one return per kind of failure
+    def chat_error(  # noqa: PLR0911 - one return per kind of failure
         self, err: BaseException
-    ) -> tuple[Failure, str] | None:
-        """Explain the ``openai`` package's errors (ChatOpenAI raises them)."""
+    ) -> ModelServerError | None:
+        """Map the ``openai`` package's errors (ChatOpenAI raises them).
+
+        Unlike the checks, a chat request the server failed (5xx) is an
+        error of that request, not an unreachable server.
+        """
         if isinstance(err, openai.APITimeoutError):
-            return Failure.TIMEOUT, "no answer within the request timeout"
+            return ServerTimeout("no answer within the request timeout")
         if isinstance(err, openai.APIConnectionError):
-            return Failure.UNREACHABLE, f"connection failed ({type(err).__name__})"
+            return ServerUnreachable(f"connection failed ({type(err).__name__})")
         if isinstance(err, openai.AuthenticationError | openai.PermissionDeniedError):
-            return Failure.AUTH, f"HTTP {err.status_code}: the API key was refused"
+            return AuthFailed(f"HTTP {err.status_code}: the API key was refused")
         if isinstance(err, openai.NotFoundError):
-            return Failure.MODEL_MISSING, "model not found"
+            return ModelNotFound("model not found")
         if isinstance(err, openai.APIStatusError):
             reason = f"HTTP {err.status_code}: {err.message}"
             if _refuses_tools(err):
-                return Failure.NO_TOOLS, reason
-            return Failure.ERROR, reason
+                return ToolsRefused(reason)
+            return ModelServerError(reason)
         return None
 
 
@@ -446,4 +536,4 @@ async def async_create_backend(
         backend = OpenAIBackend(hass, data[CONF_BASE_URL], data.get(CONF_API_KEY))
         await backend.async_prepare()
         return backend
-    return OllamaBackend(hass, data[CONF_OLLAMA_URL])
+    return OllamaBackend(data[CONF_OLLAMA_URL])

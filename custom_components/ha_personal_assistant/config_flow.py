@@ -23,7 +23,12 @@ from homeassistant.helpers.selector import (
     TextSelectorType,
 )
 
-from .backends import OllamaBackend, OpenAIBackend, normalize_base_url
+from .backends import (
+    OllamaBackend,
+    OpenAIBackend,
+    normalize_base_url,
+    normalize_ollama_url,
+)
 from .const import (
     CONF_API_KEY,
     CONF_BACKEND,
@@ -38,23 +43,20 @@ from .const import (
     LOGGER,
 )
 from .model_server import (
+    CAPABILITY_COMPLETION,
+    CAPABILITY_EMBEDDING,
+    CAPABILITY_TOOLS,
     AuthFailed,
     Backend,
+    InvalidUrl,
     ModelBackend,
     ModelNotFound,
     ModelServerError,
     ServerModel,
     async_is_private_url,
-)
-from .naming import DEVICE_NAME, assistant_name, generated_title
-from .ollama_api import (
-    CAPABILITY_COMPLETION,
-    CAPABILITY_EMBEDDING,
-    CAPABILITY_TOOLS,
-    InvalidOllamaUrl,
-    normalize_url,
     url_without_credentials,
 )
+from .naming import DEVICE_NAME, assistant_name, generated_title
 from .options_flow import PersonalAssistantOptionsFlow, default_options
 
 if TYPE_CHECKING:
@@ -188,12 +190,12 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
         if user_input is not None:
             suggested = user_input
             try:
-                url = normalize_url(user_input[CONF_OLLAMA_URL])
-            except InvalidOllamaUrl:
+                url = normalize_ollama_url(user_input[CONF_OLLAMA_URL])
+            except InvalidUrl:
                 errors[CONF_OLLAMA_URL] = "invalid_url"
             else:
                 await self._async_claim_unique_id(url_without_credentials(url))
-                self._backend = OllamaBackend(self.hass, url)
+                self._backend = OllamaBackend(url)
                 if not (errors := await self._async_load_models()):
                     self._url = url
                     return await self.async_step_model()
@@ -234,7 +236,7 @@ class PersonalAssistantConfigFlow(ConfigFlow, domain=DOMAIN):
             suggested = user_input
             try:
                 url = normalize_base_url(user_input[CONF_BASE_URL])
-            except InvalidOllamaUrl:
+            except InvalidUrl:
                 errors[CONF_BASE_URL] = "invalid_url"
             else:
                 await self._async_claim_unique_id(url_without_credentials(url))

@@ -107,7 +107,7 @@ CONF_ADMIN_USER_IDS: Final = "admin_user_ids"
 # Profile memory and background learning (memory/).
 MAX_FACT_CHARS: Final = 300
 # Learning (like every background model call) waits until the chats have been
-# quiet (scheduler.QUIET_SECONDS), and then asks at most once per interval.
+# quiet (model_queue.QUIET_SECONDS), and then asks at most once per interval.
 LEARNING_INTERVAL_SECONDS: Final = 120.0
 LEARNING_QUEUE_SIZE: Final = 50
 LEARNING_BATCH: Final = 5

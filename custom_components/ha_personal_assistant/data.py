@@ -26,8 +26,9 @@ class PersonalAssistantData:
     assistant: Assistant
     gateway: TelegramGateway
     storage: Storage
-    # Watches the model server for the model status sensor and the repairs.
-    monitor: ServerMonitor | None = None
+    # The model server's one health tracker: the model status sensor, the
+    # repairs, and how the chat calls went.
+    monitor: ServerMonitor
     # Documents and vectors; None without an embedding model.
     documents: DocumentIndex | None = None
     # Scheduled pruning and summaries in progress (they hold the database).

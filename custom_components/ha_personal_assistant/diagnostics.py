@@ -22,8 +22,8 @@ from .const import (
     DOMAIN,
 )
 from .media import MAX_AUDIO_BYTES, MAX_FILE_BYTES, MAX_IMAGE_BYTES, MAX_PDF_PAGES
+from .model_server import url_without_credentials
 from .naming import assistant_name
-from .ollama_api import url_without_credentials
 from .speech import resolve_engines
 
 if TYPE_CHECKING:
@@ -160,14 +160,14 @@ async def async_get_config_entry_diagnostics(
             "options": _redact_settings(dict(entry.options)),
         },
         "model": {
-            "status": monitor.status.value if monitor is not None else None,
+            "status": monitor.status.value,
             "checked_at": (
                 monitor.checked_at.isoformat()
-                if monitor is not None and monitor.checked_at is not None
+                if monitor.checked_at is not None
                 else None
             ),
-            "available": assistant.health.available,
-            "last_error": assistant.health.last_error,
+            "available": monitor.available,
+            "last_error": monitor.last_error,
             "num_ctx": assistant.num_ctx,
         },
         "tools": list(assistant.registry.names),

@@ -26,6 +26,12 @@ _LOCAL_SUFFIXES: Final = (
     ".intranet",
 )
 _RESOLVE_TIMEOUT: Final = 3.0  # seconds
+_SCHEMES: Final = frozenset({"http", "https"})
+
+# What a model can do, in Ollama's words (/api/show, Ollama 0.6.4 and later).
+CAPABILITY_COMPLETION: Final = "completion"
+CAPABILITY_EMBEDDING: Final = "embedding"
+CAPABILITY_TOOLS: Final = "tools"
 
 
 class Backend(StrEnum):
@@ -36,11 +42,20 @@ class Backend(StrEnum):
 
 
 class ModelServerError(Exception):
-    """Base class for errors talking to a model server."""
+    """Anything that went wrong talking to a model server.
+
+    The one error type of both backends: each maps its client library's
+    errors (``ollama``, ``openai``, httpx) to this class or a subclass, and
+    the message is a short reason, safe to log and show (no credentials).
+    """
 
 
 class ServerUnreachable(ModelServerError):  # noqa: N818 - reads as what happened
-    """The server is unreachable, timed out, failed or did not answer JSON."""
+    """The server is unreachable, failed (5xx) or did not answer what it should."""
+
+
+class ServerTimeout(ServerUnreachable):
+    """The server did not answer in time."""
 
 
 class ModelNotFound(ModelServerError):  # noqa: N818 - reads as what happened
@@ -51,16 +66,12 @@ class AuthFailed(ModelServerError):  # noqa: N818 - reads as what happened
     """The server refused the API key (HTTP 401 or 403)."""
 
 
-class Failure(StrEnum):
-    """What went wrong with a model call, as the assistant explains it."""
+class ToolsRefused(ModelServerError):  # noqa: N818 - reads as what happened
+    """The server refused the request's tools (started without tool calls)."""
 
-    TIMEOUT = "timeout"
-    UNREACHABLE = "unreachable"
-    MODEL_MISSING = "model_missing"
-    AUTH = "auth"
-    # The server refused the request's tools (started without tool calls).
-    NO_TOOLS = "no_tools"
-    ERROR = "error"
+
+class InvalidUrl(ModelServerError):  # noqa: N818 - reads as what happened
+    """The URL is not an http(s) URL with a host."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +92,7 @@ class ModelBackend(Protocol):
 
     Every method that talks to the server raises :class:`ModelServerError`
     subclasses only; the chat model raises its client library's errors,
-    which :meth:`classify` explains.
+    which :meth:`chat_error` maps to the same type.
     """
 
     backend: Backend
@@ -114,8 +125,8 @@ class ModelBackend(Protocol):
     def build_chat_model(self, model: str, settings: ChatSettings) -> BaseChatModel:
         """Create the chat model; blocking (clients, imports): in the executor."""
 
-    def classify(self, err: BaseException) -> tuple[Failure, str] | None:
-        """Return what a failed chat call means and a short reason, if known."""
+    def chat_error(self, err: BaseException) -> ModelServerError | None:
+        """Return what a failed chat call's library error means, if known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +151,31 @@ def is_bad_tool_call(err: BaseException) -> bool:
     return isinstance(getattr(err, "status_code", None), int) and (
         "tool call" in text or "tool_call" in text
     )
+
+
+def url_without_credentials(url: str) -> str:
+    """Return the URL with any user name and password removed, safe to show or log."""
+    return str(URL(url).with_user(None))
+
+
+def parse_http_url(url: str, example: str) -> URL:
+    """Return ``url`` parsed, scheme and host lower-cased, default port dropped.
+
+    Raise InvalidUrl (saying ``example``) unless it is http(s) with a host.
+    """
+    try:
+        parsed = URL(url.strip())
+    except ValueError as err:
+        raise InvalidUrl(str(err)) from err
+    host = parsed.host
+    if (
+        parsed.scheme not in _SCHEMES
+        or not host
+        or any(char.isspace() for char in host)
+    ):
+        msg = f"Expected a URL like {example}"
+        raise InvalidUrl(msg)
+    return parsed
 
 
 def _private_address(address: str) -> bool:

@@ -1,4 +1,4 @@
-"""Watch the model server and model; raise repair issues the user must act on."""
+"""The one health tracker of the model server: checks, chat outcomes, repair issues."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ from .const import CONF_MODEL, DOMAIN, LOGGER
 from .model_server import (
     AuthFailed,
     Backend,
-    Failure,
     ModelBackend,
     ModelNotFound,
     ModelServerError,
     ServerModel,
+    ToolsRefused,
 )
 from .naming import assistant_name
 
@@ -34,7 +34,7 @@ CHECK_INTERVAL: Final = timedelta(minutes=1)
 # A restart of Ollama or a reboot of its box takes minutes; only an outage
 # longer than this asks the user to act.
 UNREACHABLE_AFTER: Final = timedelta(minutes=10)
-ISSUE_UNREACHABLE: Final = "ollama_unreachable"
+ISSUE_UNREACHABLE: Final = "server_unreachable"
 ISSUE_MODEL_MISSING: Final = "model_missing"
 ISSUE_NO_TOOLS: Final = "model_no_tools"
 ISSUES: Final = (ISSUE_UNREACHABLE, ISSUE_MODEL_MISSING, ISSUE_NO_TOOLS)
@@ -76,6 +76,10 @@ class ServerMonitor(DataUpdateCoordinator[ModelStatus]):
     /models only: their tool support was checked by the config flow, and
     asking the model anything would evict the chat's cached prompt on a
     one-slot server.
+
+    The assistant tells it how each chat call went (:meth:`succeeded`,
+    :meth:`failed`): it logs once when calls start failing and once when
+    they work again, and a refused key or refused tools act at once.
     """
 
     config_entry: ConfigEntry[Any]
@@ -103,6 +107,10 @@ class ServerMonitor(DataUpdateCoordinator[ModelStatus]):
         # server restarted without tool calls); until a check finds tools
         # work again.
         self.tools_refused = False
+        # What the chat calls found: the last one worked (setup probed the
+        # server), else why the last one failed.
+        self.available = True
+        self.last_error: str | None = None
 
     @callback
     def async_start(self) -> CALLBACK_TYPE:
@@ -162,11 +170,27 @@ class ServerMonitor(DataUpdateCoordinator[ModelStatus]):
         return ModelStatus.OK
 
     @callback
-    def async_failed(self, failure: Failure) -> None:
-        """Hear what a failed chat call meant: a refused key or refused tools."""
-        if failure is Failure.AUTH:
+    def succeeded(self) -> None:
+        """Hear that a chat call worked; log it if calls were failing."""
+        if not self.available:
+            self.available = True
+            LOGGER.info("The model server at %s is available again", self.backend.where)
+
+    @callback
+    def failed(self, reason: str, error: ModelServerError | None = None) -> None:
+        """Hear that a chat call failed, and why; act on a refused key or tools."""
+        self.last_error = reason
+        if self.available:
+            self.available = False
+            LOGGER.warning(
+                "The model server at %s is unavailable: %s", self.backend.where, reason
+            )
+        if isinstance(error, AuthFailed):
             self._refused_key()
-        elif failure is Failure.NO_TOOLS and self.backend.backend is not Backend.OLLAMA:
+        elif (
+            isinstance(error, ToolsRefused)
+            and self.backend.backend is not Backend.OLLAMA
+        ):
             self.tools_refused = True
             self._set(ModelStatus.NO_TOOLS)
         else:

@@ -63,9 +63,10 @@ from .documents.index import DocumentIndex
 from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory
+from .model_queue import ModelQueue
 from .model_server import ChatSettings
+from .monitor import ServerMonitor
 from .policy.rules import Policy
-from .scheduler import ModelScheduler
 from .security.confirmations import ConfirmationManager
 from .sessions import SessionKeeper
 from .store.retention import async_prune
@@ -213,7 +214,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # requests at a time; more would only queue there, uncancellable.
     # Background model calls wait for quiet and give way to turns.
     model_slots = asyncio.Semaphore(MAX_CONCURRENT_MODEL_CALLS)
-    scheduler = ModelScheduler(model_slots)
+    scheduler = ModelQueue(model_slots)
     # Profiles live in the database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
     memory = ProfileMemory(storage.database)
@@ -287,6 +288,8 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     media, vision_models = await _async_setup_media(
         hass, entry, storage, backend, registry.schemas()
     )
+    # The one health tracker of the model server, told how each chat call went.
+    monitor = ServerMonitor(hass, entry, backend)
     assistant = Assistant(
         hass,
         graph=graph,
@@ -295,7 +298,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         database=storage.database,
         checkpoints=storage.checkpoints,
         model_name=entry.data[CONF_MODEL],
-        ollama_url=backend.where,
+        health=monitor,
         backend=backend,
         num_ctx=num_ctx,
         session_timeout=session_timeout,
@@ -425,6 +428,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         else None
     )
     return PersonalAssistantData(
+        monitor=monitor,
         warmer=warmer,
         assistant=assistant,
         gateway=gateway,

@@ -73,12 +73,11 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """Add the entry's sensors."""
-    monitor = entry.runtime_data.monitor
     async_add_entities(
         [
             PendingConfirmationsSensor(entry),
             *(AssistantSensor(entry, description) for description in SENSORS),
-            *([ModelStatusSensor(entry, monitor)] if monitor is not None else []),
+            ModelStatusSensor(entry, entry.runtime_data.monitor),
         ]
     )
 

@@ -1,7 +1,7 @@
 """Sessions: every turn stored, and the summaries written in the background.
 
 A summary is a model call, so it never runs in a turn: it waits for quiet
-(see :mod:`.scheduler`), and its request starts with the chat's own cached
+(see :mod:`.model_queue`), and its request starts with the chat's own cached
 prefix (the system prompt, the tools and the session's history exactly as
 sent), so on a one-slot server it neither evicts the chat's cache nor costs
 more than its instruction and its answer. Summaries never carry untrusted

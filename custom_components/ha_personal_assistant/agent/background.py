@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, AnyMessage
     from langchain_core.runnables import Runnable
 
-    from ..scheduler import ModelScheduler
+    from ..model_queue import ModelQueue
     from ..tokens import TokenCounter
     from .budget import Budget
     from .prefix import CachedPrefix
@@ -32,7 +32,7 @@ class BackgroundModel:
         *,
         model: Runnable[list[AnyMessage], AIMessage],
         prefix: CachedPrefix,
-        scheduler: ModelScheduler,
+        scheduler: ModelQueue,
         request_timeout: float,
     ) -> None:
         """Keep the model (the chat's tools bound, a small output cap)."""

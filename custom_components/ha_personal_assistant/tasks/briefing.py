@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
     from ..i18n import Texts
+    from ..model_queue import ModelQueue
     from ..model_server import ChatSettings, ModelBackend
-    from ..scheduler import ModelScheduler
     from .store import Task
 
 # How far back "overnight" looks: since the last briefing, at most this.
@@ -453,7 +453,7 @@ class Briefer:
         backend: ModelBackend,
         model_name: str,
         settings: ChatSettings,
-        scheduler: ModelScheduler,
+        scheduler: ModelQueue,
         run_blocking: Callable[..., Any],
         timeout: float,
     ) -> None:

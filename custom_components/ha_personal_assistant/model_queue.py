@@ -1,4 +1,4 @@
-"""Background model calls wait for quiet, and give way to the user's turns.
+"""The queue of model calls: background calls wait for quiet and give way to turns.
 
 A home model server (Ollama's default: one slot) serves one request at a
 time and keeps the KV cache of the last prompt only. A summary or a learning
@@ -31,7 +31,7 @@ QUIET_SECONDS: Final = 60.0
 MAX_ATTEMPTS: Final = 5
 
 
-class ModelScheduler:
+class ModelQueue:
     """Tracks the turns in flight and runs background model calls around them."""
 
     def __init__(
