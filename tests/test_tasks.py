@@ -45,7 +45,6 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.security.people import acting_user_id
 from custom_components.ha_personal_assistant.tasks import store
 from custom_components.ha_personal_assistant.tasks.manager import (
-    DATA_TASKS,
     EVENT_TASK_FIRED,
     MAX_OPEN_TASKS,
     TaskManager,
@@ -147,9 +146,11 @@ async def _quiet(hass: HomeAssistant) -> None:
     """
     for _ in range(3):
         await hass.async_block_till_done()
-        manager = hass.data.get(DATA_TASKS)
-        if manager is not None and (running := list(manager._running)):
-            await asyncio.wait(running)
+        for entry in hass.config_entries.async_loaded_entries(DOMAIN):
+            if (manager := entry.runtime_data.tasks) is not None and (
+                running := list(manager._running)
+            ):
+                await asyncio.wait(running)
         await asyncio.sleep(0.02)
 
 

@@ -73,10 +73,7 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
         """Follow the tasks; keep the list away from Assist unless chosen."""
         await super().async_added_to_hass()
         self._texts = await async_texts(self.hass)
-        # The manager that runs the tasks (another entry's, if it came first).
-        self.async_on_remove(
-            self.manager.current.async_add_listener(self._async_changed)
-        )
+        self.async_on_remove(self.manager.async_add_listener(self._async_changed))
         # An item names only entities the assistant may see: described
         # again when what it may see changes.
         self.async_on_remove(
@@ -108,7 +105,7 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
     @override
     def state(self) -> int:
         """Return how many items need doing: one per open task, all of them."""
-        return len(self.manager.current.tasks)
+        return len(self.manager.tasks)
 
     @callback
     @override
@@ -141,7 +138,7 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
     def _items(self) -> list[TodoItem]:
         """Return the open tasks as to-do items, soonest first."""
         tasks = sorted(
-            self.manager.current.tasks.values(),
+            self.manager.tasks.values(),
             key=lambda t: (t.fire_at if t.fire_at is not None else float("inf"), t.id),
         )
         cache: dict[int, tuple[tuple[float, str], TodoItem]] = {}
@@ -193,7 +190,7 @@ class AssistantTasks(PersonalAssistantEntity, TodoListEntity):
     async def async_delete_todo_items(self, uids: list[str]) -> None:
         """Cancel the removed tasks (their maker's HA user, or an admin)."""
         try:
-            await self.manager.current.async_cancel_from_ha(uids, self._context_user())
+            await self.manager.async_cancel_from_ha(uids, self._context_user())
         except TaskRefusedError as err:
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key="task_not_yours"

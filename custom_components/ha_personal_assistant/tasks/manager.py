@@ -43,7 +43,6 @@ from homeassistant.helpers.event import (
 )
 from homeassistant.helpers.start import async_at_started
 from homeassistant.util import dt as dt_util
-from homeassistant.util.hass_dict import HassKey
 
 from ..const import DOMAIN, LOGGER
 from ..i18n import async_texts
@@ -106,9 +105,6 @@ EVENT_OUTCOMES: Final = frozenset(
 # made while outside text was in the prompt, and of a cancellation then.
 INTERNAL_CREATE: Final = (DOMAIN, "create_task")
 INTERNAL_CANCEL: Final = (DOMAIN, "cancel_task")
-# The one manager that arms and fires tasks (should entries of an older version
-# be two, they share the database).
-DATA_TASKS: HassKey[TaskManager] = HassKey(f"{DOMAIN}_tasks")
 
 NOT_YOURS: Final = (
     "Only the person who made this task, or an administrator, can see or cancel it."
@@ -263,19 +259,9 @@ class TaskManager:
         confirmations.internal[INTERNAL_CREATE] = self._async_confirmed_create
         confirmations.internal[INTERNAL_CANCEL] = self._async_confirmed_cancel
 
-    @property
-    def current(self) -> TaskManager:
-        """Return the manager that runs the tasks (this one, or another entry's)."""
-        return self.hass.data.get(DATA_TASKS) or self
-
     @callback
     def async_start(self) -> None:
         """Arm the stored tasks once Home Assistant has started."""
-        if DATA_TASKS in self.hass.data:
-            # Another entry runs them; this one hands its tools over to it.
-            self.ready.set()
-            return
-        self.hass.data[DATA_TASKS] = self
         self._active = True
         self._unsubs.append(async_at_started(self.hass, self._async_started))
 
@@ -322,8 +308,6 @@ class TaskManager:
             task.cancel()
         if running:
             await asyncio.wait(running)
-        if self._active and self.hass.data.get(DATA_TASKS) is self:
-            del self.hass.data[DATA_TASKS]
         self._active = False
 
     @callback
