@@ -63,7 +63,7 @@ from homeassistant.core import callback
 
 from custom_components.ha_personal_assistant.tasks import store
 from custom_components.ha_personal_assistant.todo import AssistantTasks
-from custom_components.ha_personal_assistant.tasks.manager import TaskManager
+from custom_components.ha_personal_assistant.tasks.watches import Watches
 from custom_components.ha_personal_assistant.tasks.store import (
     NewTask,
     TaskKind,
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
     from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+    from custom_components.ha_personal_assistant.tasks.manager import TaskManager
     from tests.fake_ollama import FakeOllama
     from tests.telegram_harness import TelegramHarness
 
@@ -204,20 +205,20 @@ async def _idle(seconds: float = IDLE_SECONDS) -> tuple[float, float]:
 
 
 class _Timed:
-    """Times every call of the manager's handler of watched entities."""
+    """Times every call of the tasks' handler of watched entities."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
         self.calls = 0
-        self._original = TaskManager._async_entity_changed  # noqa: SLF001
+        self._original = Watches._async_entity_changed  # noqa: SLF001
 
-        def timed(manager: TaskManager, event: Any) -> None:
+        def timed(watches: Watches, event: Any) -> None:
             started = time.perf_counter()
-            self._original(manager, event)
+            self._original(watches, event)
             self.seconds += time.perf_counter() - started
             self.calls += 1
 
-        TaskManager._async_entity_changed = callback(timed)  # type: ignore[method-assign] # noqa: SLF001
+        Watches._async_entity_changed = callback(timed)  # type: ignore[method-assign] # noqa: SLF001
 
 
 def _first_reads(hass: HomeAssistant) -> list[float]:
@@ -294,7 +295,7 @@ async def test_tasks(  # noqa: PLR0915 - measure, then print
     # The handler runs only in the rounds with tasks (none is subscribed without).
     calls = timed.calls // (ROUNDS + 1)
     # Idle, with the 1,000 armed (the last round left them open).
-    assert len(_manager(entry)._armed) == TIMERS + WATCHES  # noqa: SLF001
+    assert len(_manager(entry).timeline.armed) == TIMERS + WATCHES
     task_idle, idle_in_tasks = await _idle()
     # Nothing fired: no condition was met, no time came.
     assert len(_manager(entry).open_tasks()) == TIMERS + WATCHES

@@ -25,10 +25,7 @@ from pytest_homeassistant_custom_component.components.recorder.common import (  
     async_wait_recording_done,
 )
 
-from custom_components.ha_personal_assistant.tasks.manager import (
-    DATA_TASKS,
-    TaskManager,
-)
+from custom_components.ha_personal_assistant.const import DOMAIN
 from custom_components.ha_personal_assistant.tasks.store import TaskKind
 
 from .common import (
@@ -45,6 +42,8 @@ if TYPE_CHECKING:
     from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
         MockConfigEntry,
     )
+
+    from custom_components.ha_personal_assistant.tasks.manager import TaskManager
 
     from .fake_ollama import FakeOllama
     from .restart import Restarter
@@ -89,9 +88,11 @@ async def _move_to(
     """Move the clock to ``moment`` and run what became due."""
     for _ in range(3):
         await hass.async_block_till_done()
-        manager = hass.data.get(DATA_TASKS)
-        if manager is not None and (running := list(manager._running)):
-            await asyncio.wait(running)
+        for entry in hass.config_entries.async_loaded_entries(DOMAIN):
+            if (manager := entry.runtime_data.tasks) is not None and (
+                running := list(manager._running)
+            ):
+                await asyncio.wait(running)
         await asyncio.sleep(0.02)
     freezer.move_to(moment)
     fire_time_changed(hass, dt_util.as_utc(moment))

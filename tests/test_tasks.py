@@ -45,8 +45,6 @@ from custom_components.ha_personal_assistant.const import (
 from custom_components.ha_personal_assistant.policy.people import acting_user_id
 from custom_components.ha_personal_assistant.tasks import store
 from custom_components.ha_personal_assistant.tasks.manager import (
-    DATA_TASKS,
-    EVENT_TASK_FIRED,
     MAX_OPEN_TASKS,
     TaskManager,
 )
@@ -55,6 +53,7 @@ from custom_components.ha_personal_assistant.tasks.store import (
     TaskKind,
     TaskStatus,
 )
+from custom_components.ha_personal_assistant.tasks.telling import EVENT_TASK_FIRED
 from custom_components.ha_personal_assistant.tools import web
 
 from .common import async_setup_assistant, async_setup_house, fire_time_changed
@@ -147,9 +146,11 @@ async def _quiet(hass: HomeAssistant) -> None:
     """
     for _ in range(3):
         await hass.async_block_till_done()
-        manager = hass.data.get(DATA_TASKS)
-        if manager is not None and (running := list(manager._running)):
-            await asyncio.wait(running)
+        for entry in hass.config_entries.async_loaded_entries(DOMAIN):
+            if (manager := entry.runtime_data.tasks) is not None and (
+                running := list(manager._running)
+            ):
+                await asyncio.wait(running)
         await asyncio.sleep(0.02)
 
 
@@ -1635,14 +1636,14 @@ async def test_an_unloaded_entry_leaves_no_timer_or_listener_behind(
         ],
     )
     manager = _manager(entry)
-    assert manager._heap
-    assert manager._entity_unsubs
+    assert manager.timeline._heap
+    assert manager.watches._entity_unsubs
     assert await hass.config_entries.async_unload(entry.entry_id)
     await hass.async_block_till_done()
-    assert manager._heap == []
-    assert manager._timer_unsub is None
-    assert manager._entity_unsubs == {}
-    assert manager._watchers == {}
+    assert manager.timeline._heap == []
+    assert manager.timeline._timer_unsub is None
+    assert manager.watches._entity_unsubs == {}
+    assert manager.watches._watchers == {}
     assert hass.bus.async_listeners().get("state_changed", 0) <= listeners
     before = len(telegram.sent_messages(ALICE_ID))
     _set(hass, GARAGE, "open")
@@ -2516,7 +2517,7 @@ async def test_a_cancelled_task_between_two_others(
     await _move_to(hass, freezer, at(28, 19) + timedelta(seconds=1))
     await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)
     # Nothing wakes Home Assistant at 19:30: the next timer is for 20:00.
-    assert _manager(entry)._timer_at == at(28, 20).timestamp()
+    assert _manager(entry).timeline._timer_at == at(28, 20).timestamp()
     await _move_to(hass, freezer, at(28, 19, 59))
     await _move_to(hass, freezer, at(28, 20) + timedelta(seconds=1))
     await telegram.wait_for_sent(before + 2, chat_id=ALICE_ID)
@@ -2707,7 +2708,7 @@ async def test_tasks_made_and_cancelled_often_leave_nothing_behind(
         [("schedule", {"message": "Kept", "at": "10:30"})],
     )
     # The cancelled times no longer wait in the timer heap.
-    assert len(_manager(entry)._heap) == 1
+    assert len(_manager(entry).timeline._heap) == 1
     before = len(telegram.sent_messages(ALICE_ID))
     await _move_to(hass, freezer, at(28, 10, 30) + timedelta(seconds=1))
     await telegram.wait_for_sent(before + 1, chat_id=ALICE_ID)

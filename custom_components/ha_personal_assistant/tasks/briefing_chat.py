@@ -49,7 +49,6 @@ async def async_briefing_command(
     """Set, end or show the asker's daily briefing; return the reply."""
     if manager is None:
         return texts("briefing_usage")
-    manager = manager.current
     argument = argument.strip().lower()
     current = briefings(manager, asker.person)
     if argument in OFF_WORDS:

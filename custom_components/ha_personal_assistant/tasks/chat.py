@@ -36,7 +36,6 @@ async def async_listing(
     """Return the /tasks text and its Cancel buttons (``everyone``: admins only)."""
     if manager is None:
         return texts("tasks_none"), []
-    manager = manager.current
     admin = everyone and await manager.async_is_admin(person, ha_user_id)
     tasks = manager.open_tasks(None if admin else person)
     if not tasks:
@@ -72,7 +71,7 @@ async def async_cancel_press(
     if manager is None or not token.isdigit():
         return False, texts("task_press_gone")
     try:
-        task = await manager.current.async_cancel(
+        task = await manager.async_cancel(
             int(token), person=person, ha_user_id=ha_user_id
         )
     except TaskRefusedError:

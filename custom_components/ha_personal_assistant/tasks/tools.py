@@ -187,12 +187,11 @@ async def _async_store(
     return result
 
 
-def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - four tools
+def task_tools(manager: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - four tools
     """Return schedule, watch, list_tasks and cancel_task, in a fixed order."""
 
     async def schedule(ctx: ToolContext, args: ScheduleArgs) -> dict[str, Any]:
         """Remind the user, or run an action, at a time (once or repeating)."""
-        manager = tasks.current
         action, verdict = _action(ctx, args.action)
         message = clean_message(args.message)
         if not message and action is None:
@@ -231,7 +230,6 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
 
     async def watch(ctx: ToolContext, args: WatchArgs) -> dict[str, Any]:
         """Tell the user (or act) when an entity reaches a state."""
-        manager = tasks.current
         hass = ctx.hass
         entity_id = args.entity_id.strip().lower()
         state = hass.states.get(entity_id)
@@ -287,7 +285,7 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
         ctx: ToolContext, _args: ListTasksArgs
     ) -> dict[str, Any] | str:
         """List the user's open tasks."""
-        mine = tasks.current.open_tasks(ctx.person)
+        mine = manager.open_tasks(ctx.person)
         if not mine:
             return {"tasks": [], "note": "The user has no open tasks."}
         english = await async_texts(ctx.hass, ENGLISH)
@@ -317,7 +315,6 @@ def task_tools(tasks: TaskManager) -> tuple[ToolSpec, ...]:  # noqa: PLR0915 - f
 
     async def cancel_task(ctx: ToolContext, args: CancelTaskArgs) -> dict[str, Any]:
         """Cancel one of the user's tasks (an admin may cancel anyone's)."""
-        manager = tasks.current
         task = await manager.async_owned(
             args.task_id, person=ctx.person, ha_user_id=ctx.ha_user_id
         )
