@@ -85,7 +85,7 @@ from custom_components.ha_personal_assistant.context import (  # noqa: E402
     describe_moment,
     rank_entities,
 )
-from custom_components.ha_personal_assistant.documents import (  # noqa: E402
+from custom_components.ha_personal_assistant.documents.index import (  # noqa: E402
     AUTO_CONTEXT_MIN_SCORE,
     DocumentIndex,
 )
