@@ -87,7 +87,7 @@ from custom_components.ha_personal_assistant.const import (  # noqa: E402
     DOMAIN,
     EMBED_TIMEOUT,
 )
-from custom_components.ha_personal_assistant.documents import (  # noqa: E402
+from custom_components.ha_personal_assistant.documents.index import (  # noqa: E402
     AUTO_CONTEXT_MIN_SCORE,
     DocumentIndex,
 )

@@ -111,7 +111,7 @@ def run_presidio() -> None:
 def run_ours() -> None:
     """Send every query through the integration's sanitizer."""
     sys.path.insert(0, str(HERE.parent))
-    from custom_components.ha_personal_assistant.security.pii import (  # noqa: PLC0415
+    from custom_components.ha_personal_assistant.security.pii.sanitizer import (  # noqa: PLC0415
         PiiContext,
         sanitize,
     )

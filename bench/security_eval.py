@@ -30,7 +30,7 @@ from custom_components.ha_personal_assistant.security.firewall import (  # noqa:
     check_text,
     rules_flag,
 )
-from custom_components.ha_personal_assistant.security.pii import (  # noqa: E402
+from custom_components.ha_personal_assistant.security.pii.sanitizer import (  # noqa: E402
     PiiContext,
     sanitize,
 )

@@ -35,7 +35,6 @@ from pytest_homeassistant_custom_component.components.diagnostics import (  # ty
     get_diagnostics_for_config_entry,
 )
 
-from custom_components.ha_personal_assistant import documents as documents_module
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.const import (
     CONF_EMBEDDING_MODEL,
@@ -45,7 +44,8 @@ from custom_components.ha_personal_assistant.const import (
     DOMAIN,
     MAX_DOCUMENT_CHARS,
 )
-from custom_components.ha_personal_assistant.documents import DocumentIndex
+from custom_components.ha_personal_assistant.documents import folder as documents_folder
+from custom_components.ha_personal_assistant.documents.index import DocumentIndex
 from custom_components.ha_personal_assistant.store.shared import DATA_STORAGE
 
 from .common import (
@@ -416,14 +416,14 @@ async def test_a_file_too_large_for_the_index_is_skipped_with_a_warning(
     def _write() -> None:
         folder.mkdir(parents=True)
         (folder / "boiler.md").write_text(BOILER)
-        (folder / "huge.txt").write_text("x" * (documents_module.MAX_FILE_BYTES + 1))
+        (folder / "huge.txt").write_text("x" * (documents_folder.MAX_FILE_BYTES + 1))
 
     await hass.async_add_executor_job(_write)
     entry = await async_setup_documents(hass, fake_ollama)
     titles = rows(entry, "SELECT title FROM rag_documents WHERE source = 'file'")
     assert titles == [("boiler.md",)]
     assert (
-        f"The document huge.txt is larger than {documents_module.MAX_FILE_BYTES} "
+        f"The document huge.txt is larger than {documents_folder.MAX_FILE_BYTES} "
         "bytes and was skipped"
     ) in caplog.text
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from custom_components.ha_personal_assistant.security.pii import (
+from custom_components.ha_personal_assistant.security.pii.sanitizer import (
     MAX_QUERY_CHARS,
     PiiContext,
     sanitize,
@@ -920,7 +920,7 @@ def test_every_shipped_language_has_a_versioned_word_file() -> None:
     for translation in (package / "translations").glob("*.json"):
         language = translation.stem.split("-")[0]
         words = json.loads(
-            (package / "security/pii_data" / f"pii_{language}.json").read_text(
+            (package / "security/pii/data" / f"{language}.json").read_text(
                 encoding="utf-8"
             )
         )

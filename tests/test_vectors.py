@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import sqlite_vec
 
-from custom_components.ha_personal_assistant.documents import chunk_text
+from custom_components.ha_personal_assistant.documents.chunking import chunk_text
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.store.database import Database
 from custom_components.ha_personal_assistant.store.vectors import Engine, VectorStore

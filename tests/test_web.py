@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
     from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-    from custom_components.ha_personal_assistant.security import pii
+    from custom_components.ha_personal_assistant.security.pii import sanitizer as pii
 
     from .fake_ollama import FakeOllama
     from .telegram_harness import TelegramHarness

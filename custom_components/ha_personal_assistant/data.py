@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from .agent.warmup import PrefixWarmer
     from .assistant import Assistant
-    from .documents import DocumentIndex
+    from .documents.index import DocumentIndex
     from .monitor import ServerMonitor
     from .store.shared import SharedStorage
     from .tasks.manager import TaskManager

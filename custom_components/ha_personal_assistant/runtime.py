@@ -57,7 +57,7 @@ from .const import (
     LOGGER,
 )
 from .data import PersonalAssistantData
-from .documents import DocumentIndex
+from .documents.index import DocumentIndex
 from .media import MediaSettings, prepare_transfer_dir, transfer_dir
 from .memory.learner import Learner
 from .memory.profile import ProfileMemory

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .data import PersonalAssistantConfigEntry
-    from .documents import DocumentIndex
+    from .documents.index import DocumentIndex
 else:
     import voluptuous as vol
 

@@ -35,7 +35,7 @@ from .const import (
     TELEGRAM_MESSAGE_LIMIT,
     TYPING_REFRESH_SECONDS,
 )
-from .documents import DocumentsUnavailable
+from .documents.index import DocumentsUnavailable
 from .i18n import async_texts, pick_language
 from .media import (
     MAX_AUDIO_BYTES,
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     from langchain_core.runnables import Runnable
 
     from .assistant import Assistant
-    from .documents import DocumentIndex
+    from .documents.index import DocumentIndex
     from .executor import BlockingExecutor
     from .i18n import Texts
     from .models import TurnResult

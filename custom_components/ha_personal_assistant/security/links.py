@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
 from .firewall import unmark
-from .pii import ENTITY_ID_PATTERN
+from .pii.patterns import ENTITY_ID_PATTERN
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING, Final
 from pydantic import BaseModel
 
 from ..const import SEARCH_RESULTS
-from ..documents import DocumentsUnavailable
+from ..documents.index import DocumentsUnavailable
 from ..security.firewall import mark_untrusted_parts
 from .registry import ToolContext, ToolError, ToolSpec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..documents import DocumentHit, DocumentIndex, Indexing
+    from ..documents.index import DocumentHit, DocumentIndex, Indexing
 
 SOURCE: Final = "the household's documents"
 MAX_DOCUMENT_RESULT_CHARS: Final = 4000

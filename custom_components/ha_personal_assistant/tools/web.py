@@ -17,8 +17,8 @@ from pydantic import BaseModel
 from ..const import LOGGER
 from ..security.firewall import mark_untrusted_parts
 from ..security.links import remember_urls
-from ..security.pii import PiiContext, Sanitized, sanitize
-from ..security.pii_names import GENERIC_WORDS
+from ..security.pii.names import GENERIC_WORDS
+from ..security.pii.sanitizer import PiiContext, Sanitized, sanitize
 from ..store import profile as profile_store
 from ..store import search_audit
 from .registry import ToolContext, ToolError, ToolSpec

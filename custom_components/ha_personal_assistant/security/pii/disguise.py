@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .pii_words import WORDS, alternation
+from .words import WORDS, alternation
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from .pii_words import WORDS, alternation
+from .words import WORDS, alternation
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

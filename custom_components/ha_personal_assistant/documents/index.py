@@ -1,11 +1,9 @@
-"""Documents the assistant can search: added ones, files, and HA's own knowledge."""
+"""The document index: stores, embeds (in the background) and searches documents."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
-import re
 import sqlite3
 import time
 from collections import OrderedDict
@@ -23,23 +21,20 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
 from homeassistant.helpers.event import async_call_later
 
-from .const import (
-    CHUNK_CHARS,
-    CHUNK_OVERLAP,
-    DOCUMENT_SUFFIXES,
+from ..const import (
     EMBED_BATCH,
     EMBED_TIMEOUT,
     LOGGER,
-    MAX_FILE_BYTES,
     QUERY_CACHE_SIZE,
     SEARCH_RESULTS,
 )
-from .model_server import ModelServerError
-from .repairs import async_log_vector_engine
-from .security.names import model_name
-from .security.permissions import ASSISTANT
-from .store.vectors import MAINTENANCE_TIMEOUT
-from .tools.ha import exposed_states
+from ..model_server import ModelServerError
+from ..repairs import async_log_vector_engine
+from ..security.permissions import ASSISTANT
+from ..store.vectors import MAINTENANCE_TIMEOUT
+from .chunking import chunk_text, content_hash
+from .folder import read_folder
+from .knowledge import ha_knowledge, still_known
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -48,9 +43,9 @@ if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
     from homeassistant.core import HomeAssistant
 
-    from .model_server import ModelBackend
-    from .store.database import Database
-    from .store.vectors import VectorStore
+    from ..model_server import ModelBackend
+    from ..store.database import Database
+    from ..store.vectors import VectorStore
 
 # search_documents names at most this many documents still being embedded.
 INDEXING_LISTED: Final = 5
@@ -70,10 +65,6 @@ _REGISTRY_EVENTS: Final = (
 SOURCE_DOCUMENT: Final = "document"
 SOURCE_FILE: Final = "file"
 SOURCE_HA: Final = "ha"
-
-_PARAGRAPHS: Final = re.compile(r"\n\s*\n")
-# A sentence ends with ., ! or ? (or their CJK forms) followed by space.
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?。！？])\s+")  # noqa: RUF001
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,224 +116,12 @@ class DocumentsUnavailable(Exception):  # noqa: N818 - reads as a state, like HA
     """The query could not be embedded (Ollama or the model is unavailable)."""
 
 
-def content_hash(text: str) -> str:
-    """Return the hash that identifies a document's content."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _units(text: str, size: int) -> list[tuple[str, bool]]:
-    """Split text into paragraphs, long ones into sentences, long sentences hard.
-
-    Each unit comes with whether it starts a paragraph.
-    """
-    units: list[tuple[str, bool]] = []
-    for paragraph in _PARAGRAPHS.split(text.strip()):
-        paragraph = paragraph.strip()  # noqa: PLW2901 - the cleaned paragraph
-        if not paragraph:
-            continue
-        if len(paragraph) <= size:
-            units.append((paragraph, True))
-            continue
-        first = True
-        for sentence in _SENTENCE_END.split(paragraph):
-            while len(sentence) > size:
-                # No sentence boundary within reach: cut at a space if any.
-                cut = sentence.rfind(" ", size // 2, size)
-                cut = cut if cut > 0 else size
-                units.append((sentence[:cut].strip(), first))
-                first = False
-                sentence = sentence[cut:].strip()  # noqa: PLW2901
-            if sentence:
-                units.append((sentence, first))
-                first = False
-    return units
-
-
-def _join(units: list[tuple[str, bool]]) -> str:
-    parts: list[str] = []
-    for index, (text, new_paragraph) in enumerate(units):
-        if index:
-            parts.append("\n\n" if new_paragraph else " ")
-        parts.append(text)
-    return "".join(parts)
-
-
-def chunk_text(
-    text: str, size: int = CHUNK_CHARS, overlap: int = CHUNK_OVERLAP
-) -> list[str]:
-    """Cut text into chunks of about ``size`` characters.
-
-    Cuts fall on paragraph and sentence boundaries; each chunk repeats up to
-    ``overlap`` characters of the end of the previous one, so a fact spanning
-    a boundary stays whole.
-    """
-    units = _units(text, size)
-    chunks: list[str] = []
-    start = 0
-    while start < len(units):
-        end = start
-        length = 0
-        while end < len(units) and (
-            end == start or length + len(units[end][0]) + 2 <= size
-        ):
-            length += len(units[end][0]) + 2
-            end += 1
-        chunks.append(_join(units[start:end]))
-        if end >= len(units):
-            break
-        # Step back over whole units while they fit in the overlap, but always
-        # move forward by at least one unit.
-        back = end
-        carried = 0
-        while back - 1 > start and carried + len(units[back - 1][0]) <= overlap:
-            back -= 1
-            carried += len(units[back][0])
-        start = back
-    return chunks
-
-
-def _area_of(
-    hass: HomeAssistant, entry: er.RegistryEntry | None
-) -> ar.AreaEntry | None:
-    """Return the entity's area, its own or its device's."""
-    if entry is None:
-        return None
-    area_id = entry.area_id
-    if area_id is None and entry.device_id is not None:
-        device = dr.async_get(hass).async_get(entry.device_id)
-        area_id = device.area_id if device is not None else None
-    return ar.async_get(hass).async_get_area(area_id) if area_id else None
-
-
-def _floor_name(hass: HomeAssistant, area: ar.AreaEntry) -> str | None:
-    floor = fr.async_get(hass).async_get_floor(area.floor_id) if area.floor_id else None
-    return floor.name if floor is not None else None
-
-
-def _aliases(entry: er.RegistryEntry | None) -> list[str]:
-    if entry is None:
-        return []
-    # Newer registries hold a marker for "the entity's own name" among aliases.
-    return sorted(a for a in entry.aliases if isinstance(a, str))
-
-
-def _description(hass: HomeAssistant, entity_id: str) -> str:
-    """Return an automation's description from its configuration, if any."""
-    component: Any = hass.data.get("automation")
-    entity = component.get_entity(entity_id) if component is not None else None
-    raw = getattr(entity, "raw_config", None)
-    if isinstance(raw, dict):
-        return " ".join(str(raw.get("description") or "").split())
-    return ""
-
-
-def ha_knowledge(hass: HomeAssistant) -> dict[str, str]:  # noqa: PLR0912
-    """Describe the exposed part of the house as text documents, by title.
-
-    Only entities exposed to Assist appear, and only the areas and floors they
-    are in; run on the event loop (registries). A few milliseconds for
-    thousands of entities: cheap enough to check every search result against.
-    """
-    registry = er.async_get(hass)
-    by_area: dict[str, list[str]] = {}
-    automations: list[str] = []
-    scenes: list[str] = []
-    # Only areas with something exposed in them are described at all.
-    described: dict[str, ar.AreaEntry] = {}
-    for state in exposed_states(hass):
-        entry = registry.async_get(state.entity_id)
-        area = _area_of(hass, entry)
-        domain = state.domain
-        # A name a device chose is not the house's knowledge (security/names.py).
-        name = model_name(hass, state)
-        line = f"{name} ({state.entity_id}) is a {domain.replace('_', ' ')}"
-        if area is not None:
-            described[area.id] = area
-            line += f" in the area {area.name}"
-            if floor := _floor_name(hass, area):
-                line += f" on the floor {floor}"
-        line += "."
-        if aliases := _aliases(entry):
-            line += f" Also called: {', '.join(aliases)}."
-        if domain == "automation":
-            if description := _description(hass, state.entity_id):
-                line += f" What it does: {description}"
-            automations.append(line)
-        elif domain == "scene":
-            scenes.append(line)
-        else:
-            by_area.setdefault(area.name if area is not None else "no area", []).append(
-                line
-            )
-    docs: dict[str, str] = {}
-    for area_name, lines in sorted(by_area.items()):
-        docs[f"Home Assistant devices: {area_name}"] = "\n\n".join(lines)
-    if automations:
-        docs["Home Assistant automations"] = "\n\n".join(automations)
-    if scenes:
-        docs["Home Assistant scenes"] = "\n\n".join(scenes)
-    area_lines = []
-    for area_entry in sorted(described.values(), key=lambda a: a.name):
-        line = f"The area {area_entry.name}"
-        if on_floor := _floor_name(hass, area_entry):
-            line += f" is on the floor {on_floor}"
-        line += "."
-        if area_entry.aliases:
-            line += f" Also called: {', '.join(sorted(area_entry.aliases))}."
-        area_lines.append(line)
-    if area_lines:
-        docs["Home Assistant areas and floors"] = "\n\n".join(area_lines)
-    return docs
-
-
-def still_known(title: str, content: str, knowledge: Mapping[str, str]) -> str:
-    """Return the part of an HA knowledge chunk that is still true now.
-
-    The index is rebuilt in the background, so a chunk may describe an entity
-    that was hidden since, or an area with nothing exposed any more. Every
-    paragraph (or run of sentences of one) must still be in what
-    :func:`ha_knowledge` says now under the same title; the rest is dropped.
-    Only text about exposed entities can pass, however stale the index.
-    """
-    current = knowledge.get(title)
-    if current is None:
-        return ""
-    return "\n\n".join(
-        part for part in content.split("\n\n") if part.strip() and part in current
-    )
-
-
 @callback
 def _renamed_or_new(event_data: EventStateChangedData) -> bool:
     """Tell whether a state change can change HA knowledge (name, existence)."""
     old = event_data["old_state"]
     new = event_data["new_state"]
     return old is None or new is None or old.name != new.name
-
-
-def read_folder(folder: Path) -> dict[str, str]:
-    """Return the text of every .txt and .md file under ``folder``, by path.
-
-    Blocking: run in the executor. The folder is created when missing, so
-    users find where to put files.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    found: dict[str, str] = {}
-    for path in sorted(folder.rglob("*")):
-        if path.suffix.lower() not in DOCUMENT_SUFFIXES or not path.is_file():
-            continue
-        name = path.relative_to(folder).as_posix()
-        if path.stat().st_size > MAX_FILE_BYTES:
-            LOGGER.warning(
-                "The document %s is larger than %s bytes and was skipped",
-                name,
-                MAX_FILE_BYTES,
-            )
-            continue
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-        if text:
-            found[name] = text
-    return found
 
 
 def _insert(

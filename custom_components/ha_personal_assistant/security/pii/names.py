@@ -15,7 +15,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .pii_words import WORDS
+from .words import WORDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

@@ -1,14 +1,14 @@
-"""The PII sanitizer's word lists, one data file per language (pii_data/).
+"""The PII sanitizer's word lists, one data file per language (data/).
 
-Each file (``pii_<lang>.json``, with a ``version``) holds what a language
+Each file (``<lang>.json``, with a ``version``) holds what a language
 writes around personal details: its number words (0-99, ordinals, the words
 of spelled years; generated with num2words), its words for "@" and ".", the
 words that announce a birth date, month names, the flat and unit words after
 a street, the prepositions before a place, the words that only carried a
 removed detail ("call me on", "I live at") and the phrases that ask for a web
-search. ``pii_streets.json`` holds the street-type words of the postal
+search. ``streets.json`` holds the street-type words of the postal
 conventions (USPS suffixes and their European counterparts);
-``pii_lists.json`` the word lists of the original sanitizer (generic room
+``lists.json`` the word lists of the original sanitizer (generic room
 words, words that are no key, IBAN countries, public resolvers, common
 declined words).
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-DATA_DIR: Final = Path(__file__).parent / "pii_data"
+DATA_DIR: Final = Path(__file__).parent / "data"
 DATA_VERSION: Final = 1
 
 
@@ -50,7 +50,7 @@ class Words:
     street_types: tuple[str, ...]
     counted: frozenset[str]
     follow: frozenset[str]
-    # The original sanitizer's lists (pii_lists.json), each by its purpose.
+    # The original sanitizer's lists (lists.json), each by its purpose.
     lists: dict[str, frozenset[str]]
 
 
@@ -94,8 +94,8 @@ def load_words(directory: Path = DATA_DIR) -> Words:
         "carriers": set(),
         "search_prefixes": set(),
     }
-    for path in sorted(directory.glob("pii_*.json")):
-        if path.name in {"pii_streets.json", "pii_lists.json"}:
+    for path in sorted(directory.glob("*.json")):
+        if path.name in {"streets.json", "lists.json"}:
             continue
         data = _read(path)
         for key, target in merged.items():
@@ -105,8 +105,8 @@ def load_words(directory: Path = DATA_DIR) -> Words:
                     target.setdefault(word.casefold(), int(number))
             else:
                 target.update(str(v).casefold() for v in values)
-    streets = _read(directory / "pii_streets.json")
-    lists = _read(directory / "pii_lists.json")
+    streets = _read(directory / "streets.json")
+    lists = _read(directory / "lists.json")
     # Number words also written without their hyphens, spaces or accents
     # ("een" for "één", "tres" for "três").
     for table in (merged["numbers"], merged["ordinals"]):

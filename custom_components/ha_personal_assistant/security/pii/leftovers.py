@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from .pii_words import WORDS, alternation
+from .words import WORDS, alternation
 
 CUT: Final = "\x00"  # where a detail was removed
 _CLAUSE: Final = re.compile(r"[^,;]+|[,;]")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Final
 
-from .pii_words import WORDS
+from .words import WORDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

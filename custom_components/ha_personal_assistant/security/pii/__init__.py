@@ -1,0 +1,7 @@
+"""The PII sanitizer: what leaves the house in a web query carries nothing personal.
+
+``sanitizer`` is the engine (:func:`sanitizer.sanitize`); ``patterns`` the
+shapes it looks for; ``names``, ``secrets``, ``shapes``, ``disguise`` and
+``leftovers`` the harder cases; ``words`` reads the word lists of each
+language from ``data/``.
+"""
