@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 from homeassistant.core import callback
-from homeassistant.helpers.translation import async_get_translations
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphRecursionError
 
@@ -174,7 +173,6 @@ class Assistant:
         )
         # Background calls (summaries, learning) wait for quiet.
         self.scheduler = scheduler or ModelQueue(model_slots)
-        self._domain_names: dict[str, dict[str, list[str]]] = {}
         # The words that point at each entity, kept between turns.
         self.entities = EntityIndex()
         # Recent latencies and errors, for the sensors and diagnostics.
@@ -246,7 +244,7 @@ class Assistant:
 
     async def async_refresh_catalogue(self) -> None:
         """Bring the catalogue and the system prompt up to date without a turn."""
-        self.entities.rank(self.hass, "", domain_names=await self._async_domain_names())
+        await self.entities.async_rank(self.hass, "")
         # The catalogue is refreshed by ranking; the prompt follows it.
         self.prefix.refresh(*self.entities.catalogue())
 
@@ -324,9 +322,7 @@ class Assistant:
         if model is not None:
             runtime.model = model
         runtime.images = images
-        entities = self.entities.rank(
-            self.hass, text, domain_names=await self._async_domain_names()
-        )
+        entities = await self.entities.async_rank(self.hass, text)
         self.prefix.refresh(*self.entities.catalogue())
         runtime.assembler = ContextAssembler(
             budget=self.budget,
@@ -518,26 +514,6 @@ class Assistant:
             return chunks
         # The firewall takes milliseconds per chunk: not on the event loop.
         return await self.executor.run(fence_chunks, chunks)
-
-    async def _async_domain_names(self) -> dict[str, list[str]]:
-        """Return HA's names of the domains in the configured language."""
-        language = self.hass.config.language
-        if language not in self._domain_names:
-            names: dict[str, list[str]] = {}
-            try:
-                translated = await async_get_translations(
-                    self.hass, language, "entity_component"
-                )
-            except Exception as err:  # noqa: BLE001 - the built-in words still work
-                LOGGER.debug("No domain names in %s: %s", language, err)
-                translated = {}
-            for key, value in translated.items():
-                # component.<domain>.entity_component._.name
-                parts = key.split(".")
-                if len(parts) == 5 and parts[2:] == ["entity_component", "_", "name"]:  # noqa: PLR2004
-                    names.setdefault(parts[1], []).append(value)
-            self._domain_names[language] = names
-        return self._domain_names[language]
 
     @callback
     def async_after_reply(self, result: TurnResult) -> None:

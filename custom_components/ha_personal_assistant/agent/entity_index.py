@@ -20,7 +20,9 @@ from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import floor_registry as fr
+from homeassistant.helpers.translation import async_get_translations
 
+from ..const import LOGGER
 from ..security.names import model_name
 from ..security.trust import context_state
 from ..tools.ha import exposed_states
@@ -246,6 +248,34 @@ class EntityIndex:
         self._lines: dict[str, tuple[State, str, bool, str]] = {}
         self._catalogue: list[str] | None = None
         self._generation = 0
+        # HA's names of the domains, per language (read once each).
+        self._translated: dict[str, dict[str, list[str]]] = {}
+
+    async def async_rank(self, hass: HomeAssistant, message: str) -> list[EntityLine]:
+        """Rank the exposed entities, with HA's domain names in its language."""
+        return self.rank(
+            hass, message, domain_names=await self._async_domain_names(hass)
+        )
+
+    async def _async_domain_names(self, hass: HomeAssistant) -> dict[str, list[str]]:
+        """Return HA's names of the domains in the configured language."""
+        language = hass.config.language
+        if language not in self._translated:
+            names: dict[str, list[str]] = {}
+            try:
+                translated = await async_get_translations(
+                    hass, language, "entity_component"
+                )
+            except Exception as err:  # noqa: BLE001 - the built-in words still work
+                LOGGER.debug("No domain names in %s: %s", language, err)
+                translated = {}
+            for key, value in translated.items():
+                # component.<domain>.entity_component._.name
+                parts = key.split(".")
+                if len(parts) == 5 and parts[2:] == ["entity_component", "_", "name"]:  # noqa: PLR2004
+                    names.setdefault(parts[1], []).append(value)
+            self._translated[language] = names
+        return self._translated[language]
 
     def _refresh(
         self,
