@@ -1020,7 +1020,7 @@ async def test_show_model_unexpected_answer(ollama_http: respx.MockRouter) -> No
 
 
 async def test_timeout_is_enforced_and_errors_hide_credentials(
-    ollama_http: respx.MockRouter, monkeypatch: pytest.MonkeyPatch
+    ollama_http: respx.MockRouter,
 ) -> None:
     """A server slower than the timeout fails fast; messages carry no password."""
 
@@ -1029,10 +1029,7 @@ async def test_timeout_is_enforced_and_errors_hide_credentials(
         raise AssertionError  # pragma: no cover
 
     ollama_http.get(f"{OLLAMA_URL}/api/tags").mock(side_effect=hang)
-    monkeypatch.setattr(
-        "custom_components.ha_personal_assistant.backends.OLLAMA_PROBE_TIMEOUT", 0.01
-    )
-    backend = OllamaBackend("http://ha:s3cret@192.168.1.10:11434")
+    backend = OllamaBackend("http://ha:s3cret@192.168.1.10:11434", probe_timeout=0.01)
     with pytest.raises(ServerTimeout) as exc_info:
         await backend.async_list_models()
     assert "s3cret" not in str(exc_info.value)

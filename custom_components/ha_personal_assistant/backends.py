@@ -126,25 +126,33 @@ class OllamaBackend:
 
     backend = Backend.OLLAMA
 
-    def __init__(self, url: str) -> None:
-        """Talk to the Ollama server at ``url`` through one ``ollama`` client."""
+    def __init__(self, url: str, probe_timeout: float = OLLAMA_PROBE_TIMEOUT) -> None:
+        """Talk to the Ollama server at ``url`` through one ``ollama`` client.
+
+        ``probe_timeout`` bounds each question about the models (seconds).
+        """
         self.url = url
         self.where = url_without_credentials(url)
         self.client = _ollama_client(url)
+        self.probe_timeout = probe_timeout
 
     async def _async_call[T](
         self,
         call: Awaitable[T],
         path: str,
-        timeout: float = OLLAMA_PROBE_TIMEOUT,  # noqa: ASYNC109 - one deadline per call
+        timeout: float | None = None,  # noqa: ASYNC109 - one deadline per call
     ) -> T:
         """Return what ``call`` answers, or raise this backend's error for it.
+
+        ``timeout`` bounds connect, send and read together; None: the probes'.
 
         A 404 is ModelNotFound; no connection, a timeout, a server failure
         (5xx) or an answer that is not JSON is ServerUnreachable; another
         error status or an answer of another shape is ModelServerError.
         """
         where = f"{self.where}{path}"
+        if timeout is None:
+            timeout = self.probe_timeout
         try:
             async with asyncio.timeout(timeout):
                 return await call
