@@ -1,13 +1,14 @@
 """The fast path: what HA's intent recognizer understands is answered without the model.
 
-Recognize (strict matching, exposed entities only, the speaker's language),
-then for a command: dry-run HA's handler to learn the exact service calls,
-judge them with the permission layer, and run them through the same
-``call_service`` tool the model uses (the same audit, event and tool log) or
-hold them for Confirm. Questions (HassGetState and the like) only read, so
-HA's handler answers them. The answer is HA's own response text. Anything
-else (no match, an intent whose calls cannot be known, targets HA finds
-ambiguous) goes to the model as before.
+Recognize (strict matching, exposed entities only, the speaker's language;
+else HA's gazetteer, for the readings agent/recognition.py takes), then for
+a command (every part of it): dry-run HA's handler to learn the exact
+service calls, judge them with the permission layer, and run them through
+the same ``call_service`` tool the model uses (the same audit, event and
+tool log) or hold them all for Confirm. Questions (HassGetState and the
+like) only read, so HA's handler answers them. The answer is HA's own
+response text. Anything else (no match, an intent whose calls cannot be
+known, targets HA finds ambiguous) goes to the model as before.
 """
 
 from __future__ import annotations
