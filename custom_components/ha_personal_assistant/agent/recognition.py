@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from homeassistant.components.conversation.gazetteer import GazetteerFallback
 
@@ -27,12 +27,13 @@ from ..const import LOGGER
 from .intents import READ_ONLY_INTENTS
 
 if TYPE_CHECKING:
-    from gazetteer_matcher import FrameCandidate, Interpretation
+    # gazetteer-matcher (HA's dependency) ships no type information.
+    from gazetteer_matcher import (  # type: ignore[import-untyped]
+        FrameCandidate,
+        Interpretation,
+    )
     from hassil.recognize import RecognizeResult
     from homeassistant.components.conversation.default_agent import DefaultAgent
-
-STAGE_STRICT: Final = "strict"
-STAGE_GAZETTEER: Final = "gazetteer"
 
 
 @dataclass(frozen=True, slots=True)
