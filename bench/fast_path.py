@@ -299,6 +299,8 @@ async def test_fast_path(  # noqa: PLR0915 - one measured run, printed
             if calls == 0:
                 our_times.append(seconds)
             outcome = _outcome(speech, expected, calls, marks)
+            if os.environ.get("FAST_PATH_TRACE"):
+                print(f"TRACE {name} {sentence!r}: HA {ha_ok}, ours {outcome} {speech!r}")
             row[outcome] += 1
             if ha_ok:
                 row[f"ha_{outcome}"] += 1
