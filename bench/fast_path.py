@@ -185,7 +185,7 @@ def language(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-async def test_fast_path(  # noqa: PLR0915 - one measured run, printed
+async def test_fast_path(  # noqa: PLR0912, PLR0915 - one measured run, printed
     hass: HomeAssistant,
     telegram: TelegramHarness,  # noqa: ARG001 - telegram_bot is set up, as in use
     fake_ollama: FakeOllama,
@@ -300,7 +300,9 @@ async def test_fast_path(  # noqa: PLR0915 - one measured run, printed
                 our_times.append(seconds)
             outcome = _outcome(speech, expected, calls, marks)
             if os.environ.get("FAST_PATH_TRACE"):
-                print(f"TRACE {name} {sentence!r}: HA {ha_ok}, ours {outcome} {speech!r}")
+                print(
+                    f"TRACE {name} {sentence!r}: HA {ha_ok}, ours {outcome} {speech!r}"
+                )
             row[outcome] += 1
             if ha_ok:
                 row[f"ha_{outcome}"] += 1
