@@ -19,6 +19,7 @@ sentences. Prints per intent, then the totals, p50 and p95 per turn.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -44,6 +45,7 @@ import custom_components  # noqa: F401
 import pytest
 import yaml
 from homeassistant.components import conversation
+from homeassistant.components.conversation.agent_manager import get_agent_manager
 from homeassistant.components.homeassistant.exposed_entities import (
     async_expose_entity,
 )
@@ -59,6 +61,11 @@ from custom_components.ha_personal_assistant.const import (
     DOMAIN,
     EVENT_ACTION_EXECUTED,
 )
+from custom_components.ha_personal_assistant.agent.intents import (
+    ACTING_INTENTS,
+    READ_ONLY_INTENTS,
+)
+from custom_components.ha_personal_assistant.agent.recognition import why_unsure
 from tests.common import async_setup_assistant
 from tests.conftest import auto_enable_custom_integrations, hass_config_dir  # noqa: F401
 from tests.fake_ollama import fake_ollama  # noqa: F401
@@ -93,11 +100,10 @@ COMPONENTS = (
     "script",
     "todo",
 )
-CONFIRM_MARK = "Please confirm"
 # Restricted actions on the fixture house's lock (lock.front_door): the
 # fixture tests' own unlock sentences are worded for a newer HA than 2026.10.
 RESTRICTED = {
-    "en": ("unlock the front door", "open the front door lock"),
+    "en": ("unlock the front door", "unlock front door"),
     "de": ("entsperre die Haustür", "entriegle die Haustür"),
 }
 TARGET_SHARE = 0.95
@@ -135,8 +141,12 @@ async def _build_house(hass: HomeAssistant, fixtures: dict[str, Any]) -> None:
         entry = entities.async_get_or_create(
             domain, "fast_path_bench", entity["id"], suggested_object_id=object_id
         )
+        # The name in the registry, as the household gave it: HA 2026.10 reads
+        # entity names from there, not from the state's friendly_name.
         entities.async_update_entity(
-            entry.entity_id, area_id=area_ids.get(entity.get("area", ""))
+            entry.entity_id,
+            name=entity["name"],
+            area_id=area_ids.get(entity.get("area", "")),
         )
         state = entity.get("state", "unknown")
         if isinstance(state, dict):
@@ -245,15 +255,25 @@ async def test_fast_path(  # noqa: PLR0912, PLR0915 - one measured run, printed
 
     executed: list[Any] = []
     hass.bus.async_listen(EVENT_ACTION_EXECUTED, executed.append)
+    default_agent = get_agent_manager(hass).default_agent
+    marks = _marks(language)
+
+    async def gazetteer_says(text: str) -> str:
+        """Return what HA's gazetteer makes of a sentence: "taken", or why not."""
+        fallback = getattr(default_agent, "_gazetteer", None)
+        if fallback is None or not fallback.supports(language):
+            return "no gazetteer for this language"
+        _, interpretation = await fallback.async_interpret(text, "bench", None)
+        return why_unsure(interpretation) or "taken"
 
     # Warm-up: each agent loads its intents once.
     await ask(None, "what time is it")
     await ask(ours, "what time is it")
     rows: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    gaps: dict[str, list[str]] = defaultdict(list)
     ha_times: list[float] = []
     strict_times: list[float] = []
     our_times: list[float] = []
-    misses: list[str] = []
     for case in cases:
         name = case.get("intent", {}).get("name", "?")
         expected = _expected(case)
@@ -270,23 +290,30 @@ async def test_fast_path(  # noqa: PLR0912, PLR0915 - one measured run, printed
             if strict_ok:
                 row["strict"] += 1
                 strict_times.append(seconds)
+            gazetteer = "" if strict_ok or not ha_ok else await gazetteer_says(sentence)
+            row["gazetteer"] += gazetteer == "taken"
             before = len(fake_ollama.chat_requests)
             reasons.clear()
             speech, seconds = await ask(ours, sentence)
             calls = len(fake_ollama.chat_requests) - before
             if calls == 0:
                 our_times.append(seconds)
-            fast = calls == 0 and (speech in expected or CONFIRM_MARK in speech)
-            if fast:
-                row["ours" if speech in expected else "confirm"] += 1
-                row["both"] += ha_ok
-                row["both_strict"] += strict_ok
-            else:
-                row["model"] += calls > 0
-                if strict_ok:
-                    misses.append(
-                        f"{name}: {sentence!r} -> {speech[:60]!r} {reasons[-2:]}"
-                    )
+            outcome = _outcome(speech, expected, calls, marks)
+            if os.environ.get("FAST_PATH_TRACE"):
+                print(
+                    f"TRACE {name} {sentence!r}: HA {ha_ok}, ours {outcome} {speech!r}"
+                )
+            row[outcome] += 1
+            if ha_ok:
+                row[f"ha_{outcome}"] += 1
+            if strict_ok and outcome in FAST:
+                row["strict_fast"] += 1
+            if ha_ok and outcome == "refused":
+                gaps["refused by policy"].append(f"{name}: {sentence!r} -> {speech}")
+            if ha_ok and outcome not in FAST:
+                gap = _gap(name, outcome, gazetteer, speech)
+                row[f"gap_{gap}"] += 1
+                gaps[gap].append(f"{name}: {sentence!r} -> {speech[:50]!r}")
             await hass.async_block_till_done()
 
     unlocks_run = [e for e in executed if e.data["service"] in ("unlock", "open")]
@@ -294,41 +321,136 @@ async def test_fast_path(  # noqa: PLR0912, PLR0915 - one measured run, printed
     for sentence in RESTRICTED.get(language, ()):
         before, ran = len(fake_ollama.chat_requests), len(executed)
         speech, _ = await ask(ours, sentence)
-        asked = CONFIRM_MARK in speech and "lock.front_door" in speech
+        asked = marks["confirm"] in speech and "lock.front_door" in speech
         calls = len(fake_ollama.chat_requests) - before
         held.append(
             f"  {sentence!r}: {'asks for Confirm' if asked else 'does NOT ask'}, "
             f"{calls} model requests, {len(executed) - ran} actions run"
         )
+    _report(
+        language,
+        rows,
+        gaps,
+        times=(ha_times, strict_times, our_times),
+        held=held,
+        unlocks_run=len(unlocks_run),
+    )
 
+
+# What ours did with a sentence: answered as HA's test expects, held it for
+# Confirm, refused it by policy (all three without the model), answered
+# without the model but otherwise, or sent it to the model.
+FAST = ("ours", "confirm", "refused")
+# Gaps that are this integration's rules, not recognition it lacks.
+CORRECT_GAPS = {
+    "timer (needs a satellite; the model's on Telegram)",
+    "intent not taken (its handler does more than service calls)",
+    "gazetteer reading less sure than strict",
+}
+
+
+def _by_rule(gap: str) -> bool:
+    return any(gap.startswith(rule) for rule in CORRECT_GAPS)
+
+
+def _marks(language: str) -> dict[str, str]:
+    """Return the fixed start of our confirm request and refusal."""
+    path = (
+        Path(__file__).resolve().parent.parent
+        / "custom_components"
+        / DOMAIN
+        / "translations"
+        / f"{language}.json"
+    )
+    exceptions = json.loads(path.read_text("utf-8"))["exceptions"]
+    return {
+        key: exceptions[name]["message"].split("{")[0].strip()
+        for key, name in (
+            ("confirm", "assist_confirm"),
+            ("refused", "fast_path_refused"),
+        )
+    }
+
+
+def _outcome(speech: str, expected: set[str], calls: int, marks: dict[str, str]) -> str:
+    if calls:
+        return "model"
+    if speech in expected:
+        return "ours"
+    if marks["confirm"] in speech:
+        return "confirm"
+    if speech.startswith(marks["refused"]):
+        return "refused"
+    return "other"
+
+
+def _gap(name: str, outcome: str, gazetteer: str, speech: str) -> str:
+    """Why ours did not pass a sentence HA's whole agent passes."""
+    if outcome == "other":
+        return f"answered without the model, not as HA: {speech[:40]!r}"
+    if "Timer" in name:
+        return "timer (needs a satellite; the model's on Telegram)"
+    if name not in ACTING_INTENTS | READ_ONLY_INTENTS:
+        return "intent not taken (its handler does more than service calls)"
+    if gazetteer and gazetteer != "taken":
+        return f"gazetteer reading less sure than strict: {gazetteer}"
+    return f"other (gazetteer: {gazetteer or '-'})"
+
+
+def _report(  # noqa: PLR0913 - one printed table
+    language: str,
+    rows: dict[str, dict[str, int]],
+    gaps: dict[str, list[str]],
+    *,
+    times: tuple[list[float], list[float], list[float]],
+    held: list[str],
+    unlocks_run: int,
+) -> None:
+    ha_times, strict_times, our_times = times
     print()
     print(f"bench/fast_path.py  {language}  {machine()}")
     print(
-        f"{'intent':32} {'sent':>5} {'HA':>5} {'HAstr':>5} {'ours':>5} "
-        f"{'conf':>5} {'model':>5}"
+        "per intent: sentences; HA's whole agent passes (HAstr: its strict stage, "
+        "HAgaz: its gazetteer's readings ours takes); of HA's passes, ours without "
+        "model: answered as HA (ours), held for Confirm (conf), refused by policy "
+        "(ref); ours to the model (model); HA's passes ours misses by rule (rule) "
+        "and otherwise (miss)"
     )
+    head = ("sent", "HA", "HAstr", "HAgaz", "ours", "conf", "ref", "model", "rule")
+    print(f"{'intent':30}" + "".join(f"{h:>6}" for h in (*head, "miss")))
     total: dict[str, int] = defaultdict(int)
     for name in sorted(rows):
         row = rows[name]
-        for key, value in row.items():
-            total[key] += value
-        print(
-            f"{name:32} {row['sentences']:5} {row['ha']:5} {row['strict']:5} "
-            f"{row['ours']:5} {row['confirm']:5} {row['model']:5}"
+        row["rule"] = sum(
+            count
+            for key, count in row.items()
+            if key.startswith("gap_") and _by_rule(key[4:])
         )
-    share = total["both"] / max(1, total["ha"])
+        row["miss"] = row["ha"] - row["rule"] - sum(row[f"ha_{o}"] for o in FAST)
+        for key, value in list(row.items()):
+            total[key] += value
+        print(f"{name:30}" + "".join(f"{_cell(row, h):>6}" for h in (*head, "miss")))
+    print(f"{'total':30}" + "".join(f"{_cell(total, h):>6}" for h in (*head, "miss")))
+    fast = sum(total[f"ha_{o}"] for o in FAST)
+    print(
+        f"of HA's whole-agent passes, ours without the model (answered as HA, "
+        f"held for Confirm or refused by policy): {fast}/{total['ha']} = "
+        f"{fast / max(1, total['ha']):.1%} (answered as HA alone: "
+        f"{total['ha_ours']}/{total['ha']} = "
+        f"{total['ha_ours'] / max(1, total['ha']):.1%})"
+    )
+    takeable = total["ha"] - total["rule"]
+    print(
+        f"of those ours takes by its rules (HA's passes less {total['rule']} it "
+        f"leaves to the model by rule): {fast}/{takeable} = "
+        f"{fast / max(1, takeable):.1%} (target {TARGET_SHARE:.0%})"
+    )
+    print(
+        f"of HA's strict stage's passes (what 'prefer handling commands locally' "
+        f"runs): {total['strict_fast']}/{total['strict']} = "
+        f"{total['strict_fast'] / max(1, total['strict']):.1%}"
+    )
     ha_p95, our_p95 = percentile(ha_times, 0.95), percentile(our_times, 0.95)
-    print(
-        f"{'total':32} {total['sentences']:5} {total['ha']:5} {total['strict']:5} "
-        f"{total['ours']:5} {total['confirm']:5} {total['model']:5}"
-    )
-    strict_share = total["both_strict"] / max(1, total["strict"])
-    print(
-        f"without the model (answered, or held for Confirm), of HA's strict "
-        f"stage's passes: {total['both_strict']}/{total['strict']} = "
-        f"{strict_share:.1%}; of the whole agent's (with its fuzzy fallback): "
-        f"{total['both']}/{total['ha']} = {share:.1%} (target {TARGET_SHARE:.0%})"
-    )
     print(
         f"HA strict stage p50 {percentile(strict_times, 0.5) * 1000:.1f} ms, p95 "
         f"{percentile(strict_times, 0.95) * 1000:.1f} ms"
@@ -342,8 +464,23 @@ async def test_fast_path(  # noqa: PLR0912, PLR0915 - one measured run, printed
     print("restricted actions (policy: confirm), sent to ours on their own:")
     for line in held:
         print(line)
-    print(f"unlocks or opens run without Confirm in the whole run: {len(unlocks_run)}")
-    if misses:
-        print(f"HA strict passes ours missed ({len(misses)}), first 40:")
-        for line in misses[:40]:
-            print(f"  {line}")
+    print(f"unlocks or opens run without Confirm in the whole run: {unlocks_run}")
+    print("HA's passes ours leaves to the model, or answers otherwise, by reason:")
+    for gap in sorted(gaps, key=lambda g: -len(gaps[g])):
+        rule = " (by rule)" if _by_rule(gap) else ""
+        print(f"  {len(gaps[gap]):4}  {gap}{rule}")
+        for line in gaps[gap][: int(os.environ.get("FAST_PATH_SHOW", "4"))]:
+            print(f"          {line}")
+
+
+def _cell(row: dict[str, int], head: str) -> int:
+    keys = {
+        "sent": "sentences",
+        "HAstr": "strict",
+        "HAgaz": "gazetteer",
+        "HA": "ha",
+        "ours": "ha_ours",
+        "conf": "ha_confirm",
+        "ref": "ha_refused",
+    }
+    return row.get(keys.get(head, head), 0)

@@ -169,7 +169,50 @@ def print_run(title: str, run: Run) -> None:
     _print_totals(run)
 
 
+def fast_and_model_seconds(run: Run) -> tuple[list[float], list[float]]:
+    """Return the seconds of the fast turns and of the model's turns.
+
+    A fast turn is one answered with no model request: HA's recognizer
+    understood it (the fast path).
+    """
+    fast: list[float] = []
+    model: list[float] = []
+    for _, step, _first in turns(run):
+        (model if step["requests"] else fast).append(step["seconds"])
+    return fast, model
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if not ordered:
+        return 0.0
+    if len(ordered) % 2:
+        return ordered[middle]
+    return (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _print_fast_path(run: Run) -> None:
+    fast, model = fast_and_model_seconds(run)
+    if not fast or not model:
+        print(
+            f"fast path: {len(fast)} turns without a model request, {len(model)} "
+            "with one; no ratio"
+        )
+        return
+    fast_s, model_s = _median(fast), _median(model)
+    print(
+        f"fast path (turns answered by HA's recognizer, no model request): "
+        f"{len(fast)} turns, median {fast_s * 1000:.0f} ms "
+        f"({', '.join(f'{s * 1000:.0f}' for s in fast)} ms); model turns: "
+        f"{len(model)}, median {model_s:.2f} s; a fast turn takes "
+        f"{fast_s / model_s:.1%} of a model turn's time "
+        f"({model_s / max(fast_s, 1e-9):.0f}x faster)"
+    )
+
+
 def _print_totals(run: Run) -> None:
+    _print_fast_path(run)
     every, steady = totals(run), totals(run, steady=True)
     for name, total in (("all turns", every), ("steady state", steady)):
         print(

@@ -26,6 +26,7 @@ from homeassistant.util import dt as dt_util
 from telegram import Update
 from telegram.ext import TypeHandler
 
+from .agent.fast_path import async_caption_is_command
 from .const import (
     ADD_DOCUMENT_WAIT,
     DOMAIN,
@@ -1005,6 +1006,14 @@ class TelegramGateway:
                     replace(incoming, text=transcript, attachment=None),
                     MediaTurn(prefix=f"{heard}\n\n", voice=True),
                 )
+            elif attachment.kind is Kind.PHOTO and await async_caption_is_command(
+                self.assistant.fast_path,
+                incoming.text,
+                texts.language,
+                sources=incoming.outside_sources,
+                may_act=self._is_known(incoming),
+            ):
+                turn = (replace(incoming, attachment=None), MediaTurn())
             elif attachment.kind is Kind.PHOTO:
                 model, image = await self._async_see(incoming, attachment)
                 # The model's instruction stays English, like every prompt text.

@@ -1,13 +1,14 @@
 """The fast path: what HA's intent recognizer understands is answered without the model.
 
-Recognize (strict matching, exposed entities only, the speaker's language),
-then for a command: dry-run HA's handler to learn the exact service calls,
-judge them with the permission layer, and run them through the same
-``call_service`` tool the model uses (the same audit, event and tool log) or
-hold them for Confirm. Questions (HassGetState and the like) only read, so
-HA's handler answers them. The answer is HA's own response text. Anything
-else (no match, an intent whose calls cannot be known, targets HA finds
-ambiguous) goes to the model as before.
+Recognize (strict matching, exposed entities only, the speaker's language;
+else HA's gazetteer, for the readings agent/recognition.py takes), then for
+a command (every part of it): dry-run HA's handler to learn the exact
+service calls, judge them with the permission layer, and run them through
+the same ``call_service`` tool the model uses (the same audit, event and
+tool log) or hold them all for Confirm. Questions (HassGetState and the
+like) only read, so HA's handler answers them. The answer is HA's own
+response text. Anything else (no match, an intent whose calls cannot be
+known, targets HA finds ambiguous) goes to the model as before.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.components.conversation import ConversationInput
 from homeassistant.components.conversation.agent_manager import get_agent_manager
+from homeassistant.components.conversation.gazetteer import join_speech
 from homeassistant.const import ATTR_ENTITY_ID
 from homeassistant.core import Context
 from homeassistant.helpers import intent, template
@@ -31,13 +33,13 @@ from ..policy.people import acting_user_id
 from ..policy.verdict import Decision, Verdict
 from ..security.confirm_text import async_summarize
 from ..tools.registry import ToolContext
-from .intents import READ_ONLY_INTENTS, PlannedCall, async_plan
+from .intents import ACTING_INTENTS, READ_ONLY_INTENTS, PlannedCall, async_plan
+from .recognition import Recognized, async_gazetteer, from_strict
 from .turns import USER_TEXT
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from hassil.recognize import RecognizeResult
     from homeassistant.components.conversation.default_agent import DefaultAgent
     from homeassistant.core import HomeAssistant
     from langgraph.graph.state import CompiledStateGraph
@@ -66,6 +68,27 @@ def takes_fast_path(
     (anyone else gets the model's path and today's refusal).
     """
     return not images and not sources and may_act
+
+
+async def async_caption_is_command(
+    fast_path: FastPath | None,
+    caption: str,
+    language: str,
+    *,
+    sources: Sequence[str],
+    may_act: bool,
+) -> bool:
+    """Tell whether a photo's caption is a command the fast path answers.
+
+    A caption is the sender's own words: one HA's recognizer knows ("turn on
+    the kitchen lights") is answered as if typed, and the photo is not looked
+    at. Any other caption is a question about the photo, for the model.
+    """
+    if fast_path is None or not caption:
+        return False
+    if not takes_fast_path(images=(), sources=sources, may_act=may_act):
+        return False
+    return await fast_path.async_recognizes(caption, language)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,71 +132,90 @@ class FastPath:
             language=language,
             agent_id=AGENT_ID,
         )
-        try:
-            result = await agent.async_recognize_intent(
-                user_input, strict_intents_only=True
-            )
-        except Exception:  # noqa: BLE001 - the model answers instead
-            LOGGER.debug("The intent recognizer failed on a message", exc_info=True)
+        if not (recognized := await _async_recognize(agent, user_input)):
             return None
-        if result is None or result.unmatched_entities:
+        names = [rec.name for rec in recognized]
+        LOGGER.debug("Fast path: recognized %s", ", ".join(names))
+        intents = [
+            (rec, self._intent(rec, text, user_input.context, language))
+            for rec in recognized
+        ]
+        if all(name in READ_ONLY_INTENTS for name in names):
+            return await self._async_read(agent, intents, language)
+        if any(name in READ_ONLY_INTENTS for name in names):
+            # A question and a command in one message: the model's.
             return None
-        name = result.intent.name
-        LOGGER.debug("Fast path: recognized %s", name)
-        intent_obj = intent.Intent(
+        return await self._async_act(agent, intents, language, ctx)
+
+    async def async_recognizes(self, text: str, language: str) -> bool:
+        """Tell whether ``text`` is a question or command the fast path takes."""
+        if (agent := self._agent()) is None:
+            return False
+        user_input = ConversationInput(
+            text=text,
+            context=Context(user_id=acting_user_id(self.hass)),
+            conversation_id=None,
+            device_id=None,
+            satellite_id=None,
+            language=language,
+            agent_id=AGENT_ID,
+        )
+        names = {rec.name for rec in await _async_recognize(agent, user_input) or []}
+        return bool(names) and (names <= READ_ONLY_INTENTS or names <= ACTING_INTENTS)
+
+    def _intent(
+        self, rec: Recognized, text: str, context: Context, language: str
+    ) -> intent.Intent:
+        return intent.Intent(
             self.hass,
             DOMAIN,
-            name,
-            {
-                entity.name: {
-                    "value": entity.value,
-                    "text": entity.text or entity.value,
-                }
-                for entity in result.entities_list
-            },
+            rec.name,
+            rec.slots,
             text,
-            user_input.context,
+            context,
             language,
             assistant="conversation",
             conversation_agent_id=AGENT_ID,
         )
-        if name in READ_ONLY_INTENTS:
-            return await self._async_read(agent, result, intent_obj, language)
-        return await self._async_act(agent, result, intent_obj, language, ctx)
 
     async def _async_read(
         self,
         agent: DefaultAgent,
-        result: RecognizeResult,
-        intent_obj: intent.Intent,
+        intents: Sequence[tuple[Recognized, intent.Intent]],
         language: str,
     ) -> FastAnswer | None:
-        """Let HA's handler answer a question (it changes nothing)."""
-        handler = self.hass.data.get(intent.DATA_KEY, {}).get(intent_obj.intent_type)
-        if handler is None:
-            return None
-        try:
-            response = await handler.async_handle(intent_obj)
-        except intent.IntentError:
-            return None
-        speech = await _async_speech(agent, result, response, language)
-        return FastAnswer(speech) if speech else None
+        """Let HA's handlers answer questions (they change nothing)."""
+        handlers = self.hass.data.get(intent.DATA_KEY, {})
+        parts: list[str] = []
+        for rec, intent_obj in intents:
+            if (handler := handlers.get(intent_obj.intent_type)) is None:
+                return None
+            try:
+                response = await handler.async_handle(intent_obj)
+            except intent.IntentError:
+                return None
+            if not (speech := await _async_speech(agent, rec, response, language)):
+                return None
+            parts.append(speech)
+        return FastAnswer(_join(parts))
 
     async def _async_act(  # noqa: PLR0911 - an answer per verdict
         self,
         agent: DefaultAgent,
-        result: RecognizeResult,
-        intent_obj: intent.Intent,
+        intents: Sequence[tuple[Recognized, intent.Intent]],
         language: str,
         ctx: ToolContext,
     ) -> FastAnswer | None:
         """Judge the command's calls; run them, hold them, or refuse them."""
         if CALL_SERVICE not in self.registry:
             return None
-        planned = await async_plan(self.hass, intent_obj)
-        if planned is None:
-            return None
-        calls, response = planned
+        calls: list[PlannedCall] = []
+        responses: list[tuple[Recognized, intent.IntentResponse]] = []
+        for rec, intent_obj in intents:
+            if (planned := await async_plan(self.hass, intent_obj)) is None:
+                return None
+            calls.extend(planned[0])
+            responses.append((rec, planned[1]))
         verdicts = [
             evaluate_call(
                 self.hass, call.domain, call.service, call.data, policy=self.policy
@@ -210,22 +252,45 @@ class FastPath:
             return FastAnswer(
                 ctx.texts("fast_path_confirm"), proposals=tuple(ctx.proposals)
             )
-        # What HA's handler reports, with the states after the calls.
-        response.async_set_states(
-            [
-                self.hass.states.get(state.entity_id) or state
-                for state in response.matched_states
-            ]
-        )
-        speech = await _async_speech(agent, result, response, language)
-        if not speech:
+        parts: list[str] = []
+        for rec, response in responses:
+            # What HA's handler reports, with the states after the calls.
+            response.async_set_states(
+                [
+                    self.hass.states.get(state.entity_id) or state
+                    for state in response.matched_states
+                ]
+            )
+            parts.append(await _async_speech(agent, rec, response, language))
+        if not all(parts):
             summary = await async_summarize(
                 self.hass,
                 [c for v in verdicts for c in v.calls],
                 ctx.texts,
             )
-            speech = ctx.texts("done", summary=summary)
-        return FastAnswer(speech)
+            return FastAnswer(ctx.texts("done", summary=summary))
+        return FastAnswer(_join(parts))
+
+
+async def _async_recognize(
+    agent: DefaultAgent, user_input: ConversationInput
+) -> list[Recognized] | None:
+    """Return what HA's strict stage, or else its gazetteer, reads for sure."""
+    try:
+        result = await agent.async_recognize_intent(
+            user_input, strict_intents_only=True
+        )
+    except Exception:  # noqa: BLE001 - the model answers instead
+        LOGGER.debug("The intent recognizer failed on a message", exc_info=True)
+        return None
+    if result is not None and not result.unmatched_entities:
+        return [from_strict(result)]
+    return await async_gazetteer(agent, user_input.text, user_input.language or "")
+
+
+def _join(parts: Sequence[str]) -> str:
+    """One answer for one message: HA's own joining of a command's parts."""
+    return parts[0] if len(parts) == 1 else join_speech(parts)
 
 
 def _args(call: PlannedCall) -> dict[str, Any]:
@@ -241,7 +306,7 @@ def _args(call: PlannedCall) -> dict[str, Any]:
 
 async def _async_speech(
     agent: DefaultAgent,
-    result: RecognizeResult,
+    rec: Recognized,
     response: intent.IntentResponse,
     language: str,
 ) -> str:
@@ -249,20 +314,15 @@ async def _async_speech(
     if speech := response.speech.get("plain", {}).get("speech", ""):
         return str(speech)
     lang_intents = await agent.async_get_or_load_intents(language)
-    if lang_intents is None or not result.response:
+    if lang_intents is None or not rec.response_key:
         return ""
-    source = lang_intents.intent_responses.get(result.intent.name, {}).get(
-        result.response
-    )
+    source = lang_intents.intent_responses.get(rec.name, {}).get(rec.response_key)
     if not source:
         return ""
-    speech_slots = {
-        name: value.text or value.value for name, value in result.entities.items()
-    }
     try:
         # HA's own rendering of its response templates (the default agent's).
         return await agent._build_speech(  # noqa: SLF001 - HA's renderer, no public one
-            template.Template(source, agent.hass), response, speech_slots
+            template.Template(source, agent.hass), response, rec.speech_slots
         )
     except Exception:  # noqa: BLE001 - the caller says it another way
         LOGGER.debug("Could not render HA's response", exc_info=True)
