@@ -10,9 +10,10 @@ importing ours here makes HA load this repository's integration instead of the
 # ruff: noqa: I001 -- the import order below is the point of this module.
 import custom_components  # noqa: F401
 
+import logging
 import os
 import random
-from collections.abc import AsyncIterator, Generator, Iterator  # noqa: TC003 - pytest reads the hint
+from collections.abc import AsyncIterator, Generator  # noqa: TC003 - pytest reads the hint
 from unittest.mock import AsyncMock, patch
 
 import pytest
@@ -71,18 +72,45 @@ def pytest_report_header() -> str:
 # instance runs it (the test plugin leaves it off).
 if not block_async_io._BLOCKED_CALLS.calls:
     block_async_io.enable()
+# Where HA reports them (homeassistant/util/loop.py).
+_LOOP_LOGGER = logging.getLogger("homeassistant.util.loop")
 
 
-@pytest.fixture(autouse=True)
-def fail_on_blocking_calls(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
-    """Fail any test during which HA reports a blocking call in the event loop."""
-    yield
-    reports = [
-        record.getMessage()
-        for record in caplog.get_records("call")
-        if "Detected blocking call" in record.getMessage()
-    ]
-    assert not reports, reports[0]
+class _BlockingCallReports(logging.Handler):
+    """Collect HA's reports of blocking calls in the event loop."""
+
+    def __init__(self) -> None:
+        """Start with no report."""
+        super().__init__(logging.DEBUG)
+        self.reports: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Keep a report: a place's first as a warning, later ones at debug level."""
+        message = record.getMessage()
+        if "Detected blocking call" in message:
+            self.reports.append(message)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None]:
+    """Fail any test during which HA reports a blocking call in the event loop.
+
+    Only HA's reporting logger listens at debug level. Capturing every logger
+    at debug level (``caplog`` does, in the tests that ask for it) makes each
+    test format thousands of debug records it never reads.
+    """
+    del item
+    handler = _BlockingCallReports()
+    level = _LOOP_LOGGER.level
+    _LOOP_LOGGER.addHandler(handler)
+    _LOOP_LOGGER.setLevel(logging.DEBUG)
+    try:
+        result = yield
+    finally:
+        _LOOP_LOGGER.removeHandler(handler)
+        _LOOP_LOGGER.setLevel(level)
+    assert not handler.reports, handler.reports[0]
+    return result
 
 
 @pytest.fixture(autouse=True, scope="session")

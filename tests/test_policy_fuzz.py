@@ -10,6 +10,7 @@ that groups, scenes and scripts make in turn.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections import Counter
@@ -476,10 +477,18 @@ async def test_a_malicious_model_cannot_do_harm(hass: HomeAssistant) -> None:
         if state.attributes.get("device_class") in ENTRANCE_DEVICE_CLASSES
     }
 
+    # asyncio's debug mode (on in HA's tests) records a traceback for every
+    # callback: most of this test's time. The code under test does not care.
+    loop = asyncio.get_running_loop()
+    debug = loop.get_debug()
+    loop.set_debug(False)
     started = time.monotonic()
-    report = await _run(
-        hass, calls, Policy(allowed_scripts=frozenset({ALLOWED_SCRIPT})), hidden
-    )
+    try:
+        report = await _run(
+            hass, calls, Policy(allowed_scripts=frozenset({ALLOWED_SCRIPT})), hidden
+        )
+    finally:
+        loop.set_debug(debug)
     elapsed = time.monotonic() - started
     violations = _violations(report.executed, hidden, entrances)
 
