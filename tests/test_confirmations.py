@@ -11,12 +11,12 @@ from homeassistant.components.homeassistant.exposed_entities import (
 )
 from homeassistant.const import EVENT_CALL_SERVICE
 
-from custom_components.ha_personal_assistant import telegram as telegram_module
 from custom_components.ha_personal_assistant.const import (
     CONF_CONFIRMATION_TIMEOUT,
     DOMAIN,
 )
 from custom_components.ha_personal_assistant.security.permissions import ResolvedCall
+from custom_components.ha_personal_assistant.telegram import gateway as telegram_module
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID

@@ -18,8 +18,8 @@ import httpx
 import pytest
 from homeassistant.helpers import issue_registry as ir
 
-from custom_components.ha_personal_assistant import telegram as telegram_module
 from custom_components.ha_personal_assistant.const import CONF_NUM_PREDICT, DOMAIN
+from custom_components.ha_personal_assistant.telegram import gateway as telegram_module
 
 from .common import async_setup_assistant, async_setup_house, errors_logged
 from .telegram_harness import (

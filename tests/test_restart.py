@@ -23,7 +23,7 @@ from custom_components.ha_personal_assistant.store.database import (
     Database,
     InFlight,
 )
-from custom_components.ha_personal_assistant.telegram import TelegramGateway
+from custom_components.ha_personal_assistant.telegram.gateway import TelegramGateway
 
 from .common import (
     async_setup_assistant,

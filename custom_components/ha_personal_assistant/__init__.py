@@ -41,7 +41,7 @@ from .store.shared import (
     async_shutdown_storage,
     storage_dir,
 )
-from .telegram_watch import EarlyUpdates
+from .telegram.watch import EarlyUpdates
 
 if TYPE_CHECKING:
     from pathlib import Path

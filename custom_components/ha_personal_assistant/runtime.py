@@ -69,7 +69,7 @@ from .tasks.briefing import Briefer
 from .tasks.manager import TaskManager
 from .tasks.notices import Notices, parse_night
 from .tasks.tools import task_tools
-from .telegram import TelegramGateway
+from .telegram.gateway import TelegramGateway
 from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS

@@ -27,7 +27,7 @@ from ..agent.satellite import EXTRA_PROMPT_SOURCE
 from ..const import DOMAIN, LOGGER
 from ..store import actions as store
 from ..store.actions import AuditSummary, PendingAction, Status
-from ..telegram_origin import (
+from ..telegram.origin import (
     FORWARDED_SOURCE,
     QUOTED_SOURCE,
     UNCHECKED_SOURCE,

@@ -26,7 +26,7 @@ from homeassistant.util import dt as dt_util
 from telegram import Update
 from telegram.ext import TypeHandler
 
-from .const import (
+from ..const import (
     ADD_DOCUMENT_WAIT,
     DOMAIN,
     LOGGER,
@@ -35,9 +35,9 @@ from .const import (
     TELEGRAM_MESSAGE_LIMIT,
     TYPING_REFRESH_SECONDS,
 )
-from .documents import DocumentsUnavailable
-from .i18n import async_texts, pick_language
-from .media import (
+from ..documents import DocumentsUnavailable
+from ..i18n import async_texts, pick_language
+from ..media import (
     MAX_AUDIO_BYTES,
     MAX_FILE_BYTES,
     MAX_IMAGE_BYTES,
@@ -55,10 +55,10 @@ from .media import (
     transfer_dir,
     write_transfer_file,
 )
-from .memory.profile import async_memory_command
-from .model_server import ModelNotFound, ModelServerError
-from .models import Speaker
-from .security.confirmations import (
+from ..memory.profile import async_memory_command
+from ..model_server import ModelNotFound, ModelServerError
+from ..models import Speaker
+from ..security.confirmations import (
     ADD_FILE,
     PHOTO_SOURCE,
     ConfirmationManager,
@@ -66,23 +66,24 @@ from .security.confirmations import (
     Outcome,
     async_summarize,
 )
-from .security.people import is_known
-from .security.permissions import ResolvedCall
-from .speech import async_speak, async_transcribe, resolve_engines
-from .store import search_audit
-from .store.database import InFlight
-from .store.shared import async_claim_telegram, async_release_telegram
-from .tasks.briefing_chat import CMD_BRIEFING, Asker, async_briefing_command
-from .tasks.chat import (
+from ..security.people import is_known
+from ..security.permissions import ResolvedCall
+from ..speech import async_speak, async_transcribe, resolve_engines
+from ..store import search_audit
+from ..store.database import InFlight
+from ..store.shared import async_claim_telegram, async_release_telegram
+from ..tasks.briefing_chat import CMD_BRIEFING, Asker, async_briefing_command
+from ..tasks.chat import (
     CMD_TASK_CANCEL,
     CMD_TASKS,
     Keyboard,
     async_cancel_press,
     async_listing,
 )
-from .tasks.notices import CMD_NOTICES, Notices, Subscriber, async_notices_command
-from .telegram_origin import Origin, OriginLog
-from .telegram_watch import (
+from ..tasks.notices import CMD_NOTICES, Notices, Subscriber, async_notices_command
+from ..tools.registry import ToolError
+from .origin import Origin, OriginLog
+from .watch import (
     RAW_HANDLER_GROUP,
     TELEGRAM_DOMAIN,
     EarlyUpdates,
@@ -90,7 +91,6 @@ from .telegram_watch import (
     bot_application,
     bot_signal,
 )
-from .tools.registry import ToolError
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry
@@ -98,14 +98,14 @@ if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, AnyMessage
     from langchain_core.runnables import Runnable
 
-    from .assistant import Assistant
-    from .documents import DocumentIndex
-    from .executor import BlockingExecutor
-    from .i18n import Texts
-    from .models import TurnResult
-    from .security.permissions import Verdict
-    from .store.actions import PendingAction
-    from .tasks.manager import TaskManager
+    from ..assistant import Assistant
+    from ..documents import DocumentIndex
+    from ..executor import BlockingExecutor
+    from ..i18n import Texts
+    from ..models import TurnResult
+    from ..security.permissions import Verdict
+    from ..store.actions import PendingAction
+    from ..tasks.manager import TaskManager
 
 EVENT_TEXT: Final = "telegram_text"
 EVENT_COMMAND: Final = "telegram_command"
@@ -215,7 +215,7 @@ class Incoming:
     language: str | None = None
     # A voice note, photo or file sent with the message (its caption is text).
     attachment: Attachment | None = None
-    # Whose words the message carries (telegram_origin.py), read from the raw
+    # Whose words the message carries (telegram/origin.py), read from the raw
     # update; a message whose update was not seen is UNCHECKED.
     origin: Origin = Origin.UNCHECKED
 
@@ -706,7 +706,7 @@ class TelegramGateway:
         """Learn each sender's language_code and each message's origin.
 
         telegram_bot's events leave the language out, and where the text came
-        from (telegram_origin.py), but the update it came in has both. The
+        from (telegram/origin.py), but the update it came in has both. The
         bot's python-telegram-bot application (polling and webhooks; a
         broadcast bot receives nothing) runs a handler of a lower group
         before telegram_bot's own, which sends the update to us. If
