@@ -70,6 +70,7 @@ from .tasks.manager import TaskManager
 from .tasks.notices import Notices, parse_night
 from .tasks.tools import task_tools
 from .telegram.gateway import TelegramGateway
+from .telegram.outbox import Outbox
 from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
@@ -216,13 +217,48 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     confirmation_timeout = float(
         options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
     )
+    confirmations = ConfirmationManager(
+        hass,
+        storage.database,
+        timeout=confirmation_timeout,
+        admins=frozenset(
+            f"telegram:{int(user_id)}"
+            for user_id in options.get(CONF_ADMIN_USER_IDS, [])
+        ),
+        policy=policy,
+    )
+    # A confirmed timer action runs HA's timer tool on the satellite.
+    confirmations.internal.update(timer_runners(hass))
+    # What sends texts and asks for Confirm on Telegram: the tasks, the
+    # notices and the gateway (built last, with them) all use it.
+    outbox = Outbox(
+        hass,
+        confirmations=confirmations,
+        allowed_user_ids=frozenset(
+            int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
+        ),
+        user_mapping=options.get(CONF_USER_MAPPING, {}),
+    )
     # Reminders, timers and watches; their tools come last (a fixed order).
+    # Tasks tell their makers through the outbox and ask through the same
+    # confirmations as a turn.
     tasks = TaskManager(
         hass,
         entry,
         storage.database,
         policy=policy,
         confirmation_timeout=confirmation_timeout,
+        gateway=outbox,
+        confirmations=confirmations,
+        briefer=Briefer(
+            hass,
+            backend=backend,
+            model_name=entry.data[CONF_MODEL],
+            settings=chat_settings(options),
+            scheduler=storage.scheduler,
+            run_blocking=storage.executor.run,
+            timeout=request_timeout,
+        ),
     )
     registry = ToolRegistry(
         [
@@ -266,39 +302,12 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     media = await _async_setup_media(
         hass, entry, storage, assistant, registry.schemas()
     )
-    confirmations = ConfirmationManager(
-        hass,
-        storage.database,
-        timeout=confirmation_timeout,
-        admins=frozenset(
-            f"telegram:{int(user_id)}"
-            for user_id in options.get(CONF_ADMIN_USER_IDS, [])
-        ),
-        policy=policy,
-    )
-    # A confirmed timer action runs HA's timer tool on the satellite.
-    confirmations.internal.update(timer_runners(hass))
     # Settle what a restart interrupted before anything new can be decided.
     await confirmations.async_recover()
-    gateway = TelegramGateway(
-        hass,
-        entry,
-        assistant,
-        confirmations=confirmations,
-        allowed_user_ids=frozenset(
-            int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
-        ),
-        user_mapping=options.get(CONF_USER_MAPPING, {}),
-        media=media,
-        executor=storage.executor,
-    )
-    # Tasks tell their makers through the gateway and ask through the same
-    # confirmations as a turn; /tasks lists them.
-    tasks.attach(gateway, confirmations)
     notices = Notices(
         hass,
         confirmations=confirmations,
-        gateway=gateway,
+        gateway=outbox,
         policy=policy,
         night=parse_night(options.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS)),
         open_minutes=float(options.get(CONF_OPEN_MINUTES, DEFAULT_OPEN_MINUTES)),
@@ -309,18 +318,18 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     )
     await notices.async_start()
     entry.async_on_unload(notices.async_stop)
-    gateway.notices = notices
-    tasks.briefer = Briefer(
+    # /tasks lists the tasks; files sent are added to the documents.
+    gateway = TelegramGateway(
         hass,
-        backend=backend,
-        model_name=entry.data[CONF_MODEL],
-        settings=chat_settings(options),
-        scheduler=storage.scheduler,
-        run_blocking=storage.executor.run,
-        timeout=request_timeout,
+        entry,
+        assistant,
+        outbox=outbox,
+        tasks=tasks,
+        notices=notices,
+        documents=documents,
+        media=media,
+        executor=storage.executor,
     )
-    gateway.tasks = tasks
-    gateway.documents = documents
     # Scheduled work that holds the database: ended before the storage closes.
     maintenance: set[asyncio.Task[None]] = set()
     _async_maintain = _maintainer(hass, entry, maintenance)
