@@ -179,13 +179,15 @@ def instrument(entry: Any) -> list[TurnTiming]:
     gateway, assistant = data.gateway, data.assistant
     timings: list[TurnTiming] = []
     _time_slot_waits(assistant.model_slots)
-    handle, turn = gateway._async_handle, assistant.async_turn  # noqa: SLF001
+    # The chat queues call the gateway's per-message handler.
+    queues = gateway._queues  # noqa: SLF001
+    handle, turn = queues._handle, assistant.async_turn  # noqa: SLF001
 
-    async def timed_handle(incoming: Any) -> None:
+    async def timed_handle(*args: Any) -> None:
         timing = TurnTiming(started=time.perf_counter())
         token = _CURRENT.set(timing)
         try:
-            await handle(incoming)
+            await handle(*args)
         finally:
             _CURRENT.reset(token)
             timing.handled = time.perf_counter() - timing.started
@@ -197,6 +199,6 @@ def instrument(entry: Any) -> list[TurnTiming]:
             timing.model += result.model_seconds
         return result
 
-    gateway._async_handle = timed_handle  # noqa: SLF001
+    queues._handle = timed_handle  # noqa: SLF001
     assistant.async_turn = timed_turn
     return timings

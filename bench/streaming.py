@@ -36,7 +36,7 @@ from custom_components.ha_personal_assistant.agent.graph import (  # noqa: E402
     build_graph,
     new_turn_id,
 )
-from custom_components.ha_personal_assistant.telegram import (  # noqa: E402
+from custom_components.ha_personal_assistant.telegram.stream import (  # noqa: E402
     DRAFT_FIRST_SECONDS,
     DRAFT_INTERVAL_SECONDS,
 )

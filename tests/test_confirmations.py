@@ -11,12 +11,12 @@ from homeassistant.components.homeassistant.exposed_entities import (
 )
 from homeassistant.const import EVENT_CALL_SERVICE
 
-from custom_components.ha_personal_assistant import telegram as telegram_module
 from custom_components.ha_personal_assistant.const import (
     CONF_CONFIRMATION_TIMEOUT,
     DOMAIN,
 )
 from custom_components.ha_personal_assistant.policy.verdict import ResolvedCall
+from custom_components.ha_personal_assistant.telegram import delivery as delivery_module
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
 from .telegram_harness import ALICE_ID, BOB_ID, GROUP_ID
@@ -443,12 +443,12 @@ async def test_a_lost_request_message_can_still_be_confirmed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """If the request with the buttons cannot be sent, /confirm still works once."""
-    monkeypatch.setattr(telegram_module, "SEND_BACKOFF", 0.01)
+    monkeypatch.setattr(delivery_module, "SEND_BACKOFF", 0.01)
     entry = await _setup(hass, fake_ollama)
     fake_ollama.tool_call("call_service", UNLOCK).reply("Confirm please.")
     # Telegram fails for both the reply and the request with the buttons,
     # every try of each.
-    attempts = 2 * telegram_module.SEND_ATTEMPTS
+    attempts = 2 * delivery_module.SEND_ATTEMPTS
     telegram.api.fail_next("sendMessage", "Bad Gateway", error_code=502, count=attempts)
     await telegram.send_text("Unlock the front door")
     await telegram.wait_for_calls("sendMessage", attempts)

@@ -18,8 +18,9 @@ import httpx
 import pytest
 from homeassistant.helpers import issue_registry as ir
 
-from custom_components.ha_personal_assistant import telegram as telegram_module
 from custom_components.ha_personal_assistant.const import CONF_NUM_PREDICT, DOMAIN
+from custom_components.ha_personal_assistant.telegram import delivery as delivery_module
+from custom_components.ha_personal_assistant.telegram import stream as stream_module
 
 from .common import async_setup_assistant, async_setup_house, errors_logged
 from .telegram_harness import (
@@ -47,7 +48,7 @@ BLOCKED = "Forbidden: bot was blocked by the user"
 @pytest.fixture(autouse=True)
 def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retry after 0.2 s instead of 1 s (Telegram's retry_after still counts)."""
-    monkeypatch.setattr(telegram_module, "SEND_BACKOFF", BACKOFF)
+    monkeypatch.setattr(delivery_module, "SEND_BACKOFF", BACKOFF)
 
 
 @pytest.fixture(autouse=True)
@@ -221,15 +222,15 @@ async def test_an_undeliverable_reply_is_logged_once_and_a_repair_follows(
     registry = ir.async_get(hass)
     telegram.api.fail_next("sendMessage", BLOCKED, error_code=403, count=2)
     telegram.api.fail_next("sendMessage", "Bad Gateway", error_code=502, count=4)
-    for number, calls in enumerate((1, 2, 2 + telegram_module.SEND_ATTEMPTS)):
+    for number, calls in enumerate((1, 2, 2 + delivery_module.SEND_ATTEMPTS)):
         fake_ollama.reply(f"Answer {number}")
         await telegram.send_text(f"Question {number}")
         await telegram.wait_for_calls("sendMessage", calls)
         await _settled(hass)
-        issue = registry.async_get_issue(DOMAIN, telegram_module.ISSUE_UNDELIVERED)
+        issue = registry.async_get_issue(DOMAIN, delivery_module.ISSUE_UNDELIVERED)
         assert (issue is not None) == (number == 2)
     # Two refusals for good, tried once each; a 502 tried four times.
-    assert len(_sends(telegram)) == 2 + telegram_module.SEND_ATTEMPTS
+    assert len(_sends(telegram)) == 2 + delivery_module.SEND_ATTEMPTS
     assert telegram.sent_messages() == []
     assert _warnings(caplog, "Could not send to Telegram") == 1
     assert issue is not None
@@ -242,7 +243,7 @@ async def test_an_undeliverable_reply_is_logged_once_and_a_repair_follows(
     await telegram.send_text("Question 3")
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)
     await _settled(hass)
-    assert registry.async_get_issue(DOMAIN, telegram_module.ISSUE_UNDELIVERED) is None
+    assert registry.async_get_issue(DOMAIN, delivery_module.ISSUE_UNDELIVERED) is None
     assert "Sending to Telegram works again" in caplog.text
 
 
@@ -315,8 +316,8 @@ def _long_paragraphs(count: int) -> list[str]:
 @pytest.fixture
 def quick_edits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Show a group reply's growing message after 0.05 s, then every 0.05 s."""
-    monkeypatch.setattr(telegram_module, "EDIT_FIRST_SECONDS", 0.05)
-    monkeypatch.setattr(telegram_module, "EDIT_INTERVAL_SECONDS", 0.05)
+    monkeypatch.setattr(stream_module, "EDIT_FIRST_SECONDS", 0.05)
+    monkeypatch.setattr(stream_module, "EDIT_INTERVAL_SECONDS", 0.05)
 
 
 @pytest.mark.usefixtures("quick_edits")

@@ -32,7 +32,7 @@ from custom_components.ha_personal_assistant.memory import learner as learner_mo
 from custom_components.ha_personal_assistant.runtime import SUMMARY_SWEEP_INTERVAL
 from custom_components.ha_personal_assistant.store import database as db_module
 from custom_components.ha_personal_assistant.store import turns as turns_store
-from custom_components.ha_personal_assistant.telegram import ReplyStream
+from custom_components.ha_personal_assistant.telegram.stream import ReplyStream
 from custom_components.ha_personal_assistant.tools import web
 
 from .common import (

@@ -17,7 +17,7 @@ from homeassistant.setup import async_setup_component
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from custom_components.ha_personal_assistant.telegram_watch import (
+from custom_components.ha_personal_assistant.telegram.watch import (
     SIGNAL_UPDATE_EVENT,
 )
 

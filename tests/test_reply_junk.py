@@ -18,13 +18,13 @@ from homeassistant.core import Context
 from homeassistant.helpers import chat_session
 from homeassistant.helpers import entity_registry as er
 
-from custom_components.ha_personal_assistant import telegram as telegram_module
 from custom_components.ha_personal_assistant.agent.prompts import (
     FEEDBACK_ECHO,
     FEEDBACK_JSON_DUMP,
     FEEDBACK_TEXT_TOOL_CALL,
 )
 from custom_components.ha_personal_assistant.const import DOMAIN
+from custom_components.ha_personal_assistant.telegram import stream as stream_module
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
 from .junk_replies import GOOD, JUNK, JUNK_IDS
@@ -54,7 +54,7 @@ def fast_drafts(monkeypatch: pytest.MonkeyPatch) -> None:
         "EDIT_FIRST_SECONDS",
         "EDIT_INTERVAL_SECONDS",
     ):
-        monkeypatch.setattr(telegram_module, name, 0.02)
+        monkeypatch.setattr(stream_module, name, 0.02)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from custom_components.ha_personal_assistant.store.database import (
     Database,
     InFlight,
 )
-from custom_components.ha_personal_assistant.telegram import TelegramGateway
+from custom_components.ha_personal_assistant.telegram.queue import ChatQueues
 
 from .common import (
     async_setup_assistant,
@@ -305,14 +305,14 @@ async def test_a_stop_right_after_the_answer_reports_nothing(
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama)
     crossing_off = asyncio.Event()
-    forget = TelegramGateway._async_forget
+    forget = ChatQueues._async_forget
 
-    async def slow_forget(gateway: TelegramGateway, in_flight: int) -> None:
+    async def slow_forget(queues: ChatQueues, in_flight: int) -> None:
         crossing_off.set()
         await asyncio.sleep(0.3)
-        await forget(gateway, in_flight)
+        await forget(queues, in_flight)
 
-    monkeypatch.setattr(TelegramGateway, "_async_forget", slow_forget)
+    monkeypatch.setattr(ChatQueues, "_async_forget", slow_forget)
     fake_ollama.reply("Sunny.")
     await telegram.send_text("What's the weather like?")
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from telegram import Message
 
-from custom_components.ha_personal_assistant.telegram_origin import Origin, origin_of
+from custom_components.ha_personal_assistant.telegram.origin import Origin, origin_of
 
 from .common import async_setup_assistant, async_setup_house, fixed_text, tool_results
 from .telegram_harness import ALICE_ID

@@ -22,16 +22,18 @@ from homeassistant.helpers.dispatcher import (
 from telegram import Update
 from telegram.ext import Application, TypeHandler
 
-from custom_components.ha_personal_assistant import telegram_watch
 from custom_components.ha_personal_assistant.const import DOMAIN
-from custom_components.ha_personal_assistant.telegram import (
+from custom_components.ha_personal_assistant.telegram import watch as telegram_watch
+from custom_components.ha_personal_assistant.telegram.inbound import (
+    LANGUAGE_HANDLER_GROUP,
+)
+from custom_components.ha_personal_assistant.telegram.incoming import (
     EVENT_CALLBACK,
     EVENT_COMMAND,
     EVENT_TEXT,
-    LANGUAGE_HANDLER_GROUP,
     parse_update,
 )
-from custom_components.ha_personal_assistant.telegram_watch import (
+from custom_components.ha_personal_assistant.telegram.watch import (
     SIGNAL_UPDATE_EVENT,
     bot_signal,
 )

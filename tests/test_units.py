@@ -32,7 +32,7 @@ from custom_components.ha_personal_assistant.store.database import (
     Database,
     StorageUnavailableError,
 )
-from custom_components.ha_personal_assistant.telegram import split_message
+from custom_components.ha_personal_assistant.telegram.delivery import split_message
 
 
 def test_short_reply_is_one_part() -> None:

@@ -39,7 +39,7 @@ from .security.injection_model import async_load_model
 from .security.service_fields import async_warm as async_warm_descriptions
 from .services import async_setup_services
 from .store.storage import Storage, storage_dir
-from .telegram_watch import EarlyUpdates
+from .telegram.watch import EarlyUpdates
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .monitor import ServerMonitor
     from .store.storage import Storage
     from .tasks.manager import TaskManager
-    from .telegram import TelegramGateway
+    from .telegram.gateway import TelegramGateway
 
 
 @dataclass(slots=True)

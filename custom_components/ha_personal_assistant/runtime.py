@@ -76,7 +76,8 @@ from .tasks.briefing import Briefer
 from .tasks.manager import TaskManager
 from .tasks.notices import Notices, parse_night
 from .tasks.tools import task_tools
-from .telegram import TelegramGateway
+from .telegram.gateway import TelegramGateway
+from .telegram.outbox import Outbox
 from .tools.assist_api import ha_tools, timer_runners
 from .tools.documents import DOCUMENTS_OFF, document_tools
 from .tools.ha import HA_TOOLS
@@ -231,13 +232,48 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     confirmation_timeout = float(
         options.get(CONF_CONFIRMATION_TIMEOUT, DEFAULT_CONFIRMATION_TIMEOUT)
     )
+    confirmations = ConfirmationManager(
+        hass,
+        storage.database,
+        timeout=confirmation_timeout,
+        admins=frozenset(
+            f"telegram:{int(user_id)}"
+            for user_id in options.get(CONF_ADMIN_USER_IDS, [])
+        ),
+        policy=policy,
+    )
+    # A confirmed timer action runs HA's timer tool on the satellite.
+    confirmations.internal.update(timer_runners(hass))
+    # What sends texts and asks for Confirm on Telegram: the tasks, the
+    # notices and the gateway (built last, with them) all use it.
+    outbox = Outbox(
+        hass,
+        confirmations=confirmations,
+        allowed_user_ids=frozenset(
+            int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
+        ),
+        user_mapping=options.get(CONF_USER_MAPPING, {}),
+    )
     # Reminders, timers and watches; their tools come last (a fixed order).
+    # Tasks tell their makers through the outbox and ask through the same
+    # confirmations as a turn.
     tasks = TaskManager(
         hass,
         entry,
         storage.database,
         policy=policy,
         confirmation_timeout=confirmation_timeout,
+        gateway=outbox,
+        confirmations=confirmations,
+        briefer=Briefer(
+            hass,
+            backend=backend,
+            model_name=entry.data[CONF_MODEL],
+            settings=chat_settings(options),
+            scheduler=scheduler,
+            run_blocking=storage.executor.run,
+            timeout=request_timeout,
+        ),
     )
     registry = ToolRegistry(
         [
@@ -323,39 +359,12 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         after_reply=(history.async_after_reply, learner.async_after_reply),
         spawn=_async_maintain,
     )
-    confirmations = ConfirmationManager(
-        hass,
-        storage.database,
-        timeout=confirmation_timeout,
-        admins=frozenset(
-            f"telegram:{int(user_id)}"
-            for user_id in options.get(CONF_ADMIN_USER_IDS, [])
-        ),
-        policy=policy,
-    )
-    # A confirmed timer action runs HA's timer tool on the satellite.
-    confirmations.internal.update(timer_runners(hass))
     # Settle what a restart interrupted before anything new can be decided.
     await confirmations.async_recover()
-    gateway = TelegramGateway(
-        hass,
-        entry,
-        assistant,
-        confirmations=confirmations,
-        allowed_user_ids=frozenset(
-            int(user_id) for user_id in options.get(CONF_ALLOWED_USER_IDS, [])
-        ),
-        user_mapping=options.get(CONF_USER_MAPPING, {}),
-        media=media,
-        executor=storage.executor,
-    )
-    # Tasks tell their makers through the gateway and ask through the same
-    # confirmations as a turn; /tasks lists them.
-    tasks.attach(gateway, confirmations)
     notices = Notices(
         hass,
         confirmations=confirmations,
-        gateway=gateway,
+        gateway=outbox,
         policy=policy,
         night=parse_night(options.get(CONF_NIGHT_HOURS, DEFAULT_NIGHT_HOURS)),
         open_minutes=float(options.get(CONF_OPEN_MINUTES, DEFAULT_OPEN_MINUTES)),
@@ -366,18 +375,18 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     )
     await notices.async_start()
     entry.async_on_unload(notices.async_stop)
-    gateway.notices = notices
-    tasks.briefer = Briefer(
+    # /tasks lists the tasks; files sent are added to the documents.
+    gateway = TelegramGateway(
         hass,
-        backend=backend,
-        model_name=entry.data[CONF_MODEL],
-        settings=chat_settings(options),
-        scheduler=scheduler,
-        run_blocking=storage.executor.run,
-        timeout=request_timeout,
+        entry,
+        assistant,
+        outbox=outbox,
+        tasks=tasks,
+        notices=notices,
+        documents=documents,
+        media=media,
+        executor=storage.executor,
     )
-    gateway.tasks = tasks
-    gateway.documents = documents
 
     @callback
     def _async_sweep(_now: datetime) -> None:

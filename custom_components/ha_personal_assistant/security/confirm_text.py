@@ -21,7 +21,7 @@ from ..agent.satellite import EXTRA_PROMPT_SOURCE
 from ..const import DOMAIN, LOGGER
 from ..policy.people import NOT_KNOWN_SOURCE
 from ..policy.targets import scene_states
-from ..telegram_origin import (
+from ..telegram.origin import (
     FORWARDED_SOURCE,
     QUOTED_SOURCE,
     UNCHECKED_SOURCE,

@@ -73,7 +73,7 @@ class TaskRefusedError(ToolError):
 class TaskManager:
     """Keeps the open tasks armed and fires them."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only wiring
         self,
         hass: HomeAssistant,
         entry: ConfigEntry[Any],
@@ -81,17 +81,22 @@ class TaskManager:
         *,
         policy: Policy | None,
         confirmation_timeout: float,
+        gateway: TaskGateway,
+        confirmations: ConfirmationManager,
+        briefer: Briefer,
     ) -> None:
-        """Keep what firing needs; ``attach`` adds the gateway later."""
+        """Deliver through ``gateway``; decide through ``confirmations``."""
         self.hass = hass
         self.entry = entry
         self.database = database
         self.policy = policy
         self.confirmation_timeout = confirmation_timeout
-        self.gateway: TaskGateway | None = None
-        # Writes briefing tasks' messages (tasks/briefing.py), set at setup.
-        self.briefer: Briefer | None = None
-        self.confirmations: ConfirmationManager | None = None
+        self.gateway: TaskGateway | None = gateway
+        # Writes briefing tasks' messages (tasks/briefing.py).
+        self.briefer: Briefer | None = briefer
+        self.confirmations: ConfirmationManager | None = confirmations
+        confirmations.internal[INTERNAL_CREATE] = self._async_confirmed_create
+        confirmations.internal[INTERNAL_CANCEL] = self._async_confirmed_cancel
         # Open tasks by id, as last stored.
         self.tasks: dict[int, Task] = {}
         self._unsubs: list[CALLBACK_TYPE] = []
@@ -143,13 +148,6 @@ class TaskManager:
         )
 
     # ------------------------------------------------------------ wiring
-
-    def attach(self, gateway: TaskGateway, confirmations: ConfirmationManager) -> None:
-        """Deliver through ``gateway``; decide through ``confirmations``."""
-        self.gateway = gateway
-        self.confirmations = confirmations
-        confirmations.internal[INTERNAL_CREATE] = self._async_confirmed_create
-        confirmations.internal[INTERNAL_CANCEL] = self._async_confirmed_cancel
 
     @callback
     def async_start(self) -> None:

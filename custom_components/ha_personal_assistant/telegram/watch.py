@@ -26,8 +26,8 @@ from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from telegram import Update
 from telegram.ext import TypeHandler
 
-from .const import DOMAIN, LOGGER
-from .telegram_origin import OriginLog
+from ..const import DOMAIN, LOGGER
+from .origin import OriginLog
 
 if TYPE_CHECKING:
     import asyncio
@@ -98,7 +98,7 @@ class EarlyUpdates:
         self._updates: list[EarlyUpdate] = []
         self._unsubs: list[CALLBACK_TYPE] = []
         self._dropped = 0
-        # Whose words each kept message carries (telegram_origin.py).
+        # Whose words each kept message carries (telegram/origin.py).
         self.origins = OriginLog()
 
     @callback
