@@ -33,7 +33,7 @@ EVENT_OUTCOMES: Final = frozenset(
 
 
 class TaskGateway(Protocol):
-    """What tasks need of the Telegram gateway (``telegram.TelegramGateway``).
+    """What tasks need of the Telegram side (``telegram.outbox.Outbox``).
 
     A protocol, so that the tasks and the gateway (which lists them in
     /tasks) do not import each other.

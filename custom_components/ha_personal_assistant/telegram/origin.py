@@ -4,7 +4,7 @@ telegram_bot's events leave out where a message's text came from: a
 forwarded message, a message an inline bot wrote for the sender ("via
 @somebot"), or a reply that quotes someone else's message all arrive as
 plain text from the sender. The update they came in says it, and the
-gateway reads every raw update (telegram.py, before telegram_bot fires its
+gateway reads every raw update (telegram/inbound.py, before telegram_bot fires its
 event). The rule, decided here from the update alone:
 
 * ``FORWARDED``: the message has a ``forward_origin`` (or is an automatic
