@@ -38,6 +38,7 @@ from pytest_homeassistant_custom_component.components.diagnostics import (  # ty
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.const import (
     CONF_EMBEDDING_MODEL,
+    CONF_FAST_PATH,
     CONF_MODEL,
     CONF_OLLAMA_URL,
     CONF_REQUEST_TIMEOUT,
@@ -90,7 +91,9 @@ async def async_setup_documents(
         title=MODEL,
         unique_id=ollama.url,
         data=data,
-        options={CONF_REQUEST_TIMEOUT: 10},
+        # Questions about the house go to the model (and its documents):
+        # HA's recognizer would answer "which lamp is the night lamp?" itself.
+        options={CONF_REQUEST_TIMEOUT: 10, CONF_FAST_PATH: False},
     )
     entry.add_to_hass(hass)
     assert await hass.config_entries.async_setup(entry.entry_id)

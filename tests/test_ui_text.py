@@ -10,14 +10,17 @@ import pytest
 
 INTEGRATION = Path(__file__).parents[1] / "custom_components/ha_personal_assistant"
 STRINGS = json.loads((INTEGRATION / "strings.json").read_text(encoding="utf-8"))
+# The chat texts (texts/<language>.json): Telegram shows them as written too.
+CHAT_TEXTS = json.loads((INTEGRATION / "texts/en.json").read_text(encoding="utf-8"))
 
 
 def _plain_text() -> list[tuple[str, str]]:
     """Return (path, text) of every string HA's frontend shows without markdown.
 
     Form errors and abort reasons are shown as plain text (an alert in the
-    dialog), and so are exception messages (a toast or the log). Step and
-    issue descriptions are rendered as markdown and are not listed.
+    dialog), and so are exception messages (a toast or the log) and the chat
+    texts (sent without a parse mode). Step and issue descriptions are
+    rendered as markdown and are not listed.
     """
     found: list[tuple[str, str]] = []
     for flow in ("config", "options"):
@@ -26,6 +29,8 @@ def _plain_text() -> list[tuple[str, str]]:
                 found.append((f"{flow}.{kind}.{key}", text))
     for key, value in STRINGS["exceptions"].items():
         found.append((f"exceptions.{key}.message", value["message"]))
+    for key, text in CHAT_TEXTS.items():
+        found.append((f"texts.{key}", text))
     return found
 
 
@@ -40,12 +45,13 @@ def _all_text(node: Any, path: str = "") -> list[tuple[str, str]]:
 
 
 def test_the_plain_text_strings_are_listed() -> None:
-    """The scan below covers errors, aborts and exceptions of both flows."""
+    """The scan below covers errors, aborts, exceptions and the chat texts."""
     paths = {path for path, _text in _plain_text()}
     assert "config.error.model_no_tools" in paths
     assert "config.abort.already_configured" in paths
     assert "options.error.invalid_service" in paths
     assert "exceptions.not_loaded.message" in paths
+    assert "texts.model_no_tools" in paths
 
 
 @pytest.mark.parametrize(

@@ -59,7 +59,7 @@ class _Judge:
         self.policy = policy
         self.findings = Findings()
         self.visibility = Visibility(hass)
-        self.protection = Protection(hass, policy)
+        self.protection = Protection(hass, policy.confirm)
         self.resolver = TargetResolver(hass, self.visibility)
         self.rules = ConfirmationRules(
             hass,

@@ -19,8 +19,6 @@ from .verdict import domain_of
 if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
-    from .rules import Policy
-
 # Opening these lets someone (or something) in; closing them does not. Gas
 # valves are here too: opening one is a hazard, closing one is the safe side.
 ENTRANCE_DEVICE_CLASSES: Final = frozenset({"garage", "gate", "door", "gas"})
@@ -65,10 +63,10 @@ GATE_DOMAINS: Final = frozenset(
 class Protection:
     """Tells, for one policy, which entities a change needs a person's look for."""
 
-    def __init__(self, hass: HomeAssistant, policy: Policy) -> None:
-        """Keep Home Assistant and the policy whose entries apply."""
+    def __init__(self, hass: HomeAssistant, confirm: frozenset[str]) -> None:
+        """Keep Home Assistant and the policy's confirmation entries."""
         self.hass = hass
-        self.policy = policy
+        self.confirm = confirm
 
     def entrance(self, entity_id: str) -> bool:
         """Tell whether the entity is a garage door, gate, door or gas valve."""
@@ -122,7 +120,7 @@ class Protection:
         domain = domain_of(entity_id)
         entries = [
             entry
-            for entry in self.policy.confirm
+            for entry in self.confirm
             if entry == domain or entry.startswith(f"{domain}.")
         ]
         if not entries:
@@ -130,7 +128,7 @@ class Protection:
         if domain in GATE_DOMAINS:
             return self.gates_automation(entity_id)
         return (
-            domain in self.policy.confirm
+            domain in self.confirm
             or any(entry not in ENTRANCE_SERVICES for entry in entries)
             or self.entrance(entity_id)
         )
