@@ -79,6 +79,7 @@ async def async_setup_entry(
     early.async_start()
     entry.async_on_unload(early.async_discard)
     backend = await async_create_backend(hass, entry.data)
+    entry.async_on_unload(backend.async_close)
     try:
         models = await backend.async_list_models()
     except AuthFailed as err:
@@ -142,6 +143,7 @@ async def async_setup_entry(
                 if data.tasks is not None:
                     await data.tasks.async_stop()
                 await async_shutdown_storage(hass)
+                await backend.async_close()
         except TimeoutError:
             LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
 
