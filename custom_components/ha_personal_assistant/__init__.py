@@ -83,6 +83,7 @@ async def async_setup_entry(
     early.async_start()
     entry.async_on_unload(early.async_discard)
     backend = await async_create_backend(hass, entry.data)
+    entry.async_on_unload(backend.async_close)
     try:
         models = await backend.async_list_models()
     except AuthFailed as err:
@@ -146,6 +147,7 @@ async def async_setup_entry(
                 if data.tasks is not None:
                     await data.tasks.async_stop()
                 await data.storage.async_close(hass)
+                await backend.async_close()
         except TimeoutError:
             LOGGER.warning("Stopping took longer than %s s", SHUTDOWN_TIMEOUT)
 

@@ -255,6 +255,10 @@ class OllamaBackend:
             raise ModelServerError(msg)
         return vectors
 
+    async def async_close(self) -> None:
+        """Close the client's connections (its own, unlike HA's shared ones)."""
+        await self.client.close()  # type: ignore[no-untyped-call]
+
     def build_chat_model(self, model: str, settings: ChatSettings) -> BaseChatModel:
         """Create ChatOllama; blocking (imports, httpx clients): in the executor."""
         # LangChain takes about a second to import: never on the event loop.
@@ -429,6 +433,9 @@ class OpenAIBackend:
         if len(vectors) != len(texts) or not all(vectors):
             raise ModelServerError(_UNEXPECTED_EMBEDDINGS)
         return vectors
+
+    async def async_close(self) -> None:
+        """Close nothing: the connections are HA's shared httpx client's."""
 
     def build_chat_model(self, model: str, settings: ChatSettings) -> BaseChatModel:
         """Create ChatOpenAI on this backend's client; blocking: in the executor."""

@@ -122,6 +122,9 @@ class ModelBackend(Protocol):
     ) -> list[list[float]]:
         """Return one vector per text, in order."""
 
+    async def async_close(self) -> None:
+        """Close the connections this backend opened (the entry is unloaded)."""
+
     def build_chat_model(self, model: str, settings: ChatSettings) -> BaseChatModel:
         """Create the chat model; blocking (clients, imports): in the executor."""
 
