@@ -30,9 +30,11 @@ sys.path.insert(0, str(ROOT))
 from custom_components.ha_personal_assistant.store.database import (  # noqa: E402
     Database,
 )
+from custom_components.ha_personal_assistant.store.vector_math import (  # noqa: E402
+    Engine,
+)
 from custom_components.ha_personal_assistant.store.vectors import (  # noqa: E402
     MAX_RAM_BYTES,
-    Engine,
     VectorStore,
 )
 
