@@ -13,7 +13,8 @@ import numpy as np
 
 from ..const import LOGGER
 from . import vector_rows as rows
-from .vector_math import Engine, grow, load_extension, normalize, pack, top
+from .vector_math import Engine, load_extension, normalize, top
+from .vector_ram import RamVectors
 
 if TYPE_CHECKING:
     import sqlite3
@@ -66,7 +67,6 @@ class VectorStore:
         """Create an empty store; :meth:`async_load` fills it."""
         self._database = database
         self.executor = executor
-        self.memory_budget = memory_budget
         self._use_extension = use_extension
         self._lock = threading.RLock()
         self.model: str | None = None
@@ -74,13 +74,7 @@ class VectorStore:
         # None: not tried yet; "": loaded; otherwise why it could not load.
         self.extension_error: str | None = None
         self.engine = Engine.EXACT
-        self._ids: NDArray[np.int64] = np.zeros(0, np.int64)
-        self._count = 0
-        self._matrix: NDArray[np.float32] | None = None
-        # Sign bits, one row per 64-bit word and one column per vector: the
-        # Hamming sum then adds a dozen long rows (3-4x faster than per vector).
-        self._bits: NDArray[np.uint64] | None = None
-        self._center: NDArray[np.float32] | None = None
+        self._ram = RamVectors(memory_budget)
         self._vec_ready = False
         self.pool = RESCORE_CANDIDATES
         # Exact search on one core (einsum) rather than threaded BLAS (matmul).
@@ -98,7 +92,7 @@ class VectorStore:
 
     def __len__(self) -> int:
         """Return how many vectors of the current model are searchable."""
-        return self._count
+        return self._ram.count
 
     # ------------------------------------------------------------------ async
 
@@ -122,7 +116,7 @@ class VectorStore:
     ) -> list[tuple[int, float]]:
         """Return up to ``k`` (chunk id, cosine similarity), most similar first."""
         vector = np.asarray(query, dtype=np.float32)
-        if self.engine is Engine.EXACT and self._matrix is not None:
+        if self.engine is Engine.EXACT and self._ram.matrix is not None:
             # RAM only: no need to hold the database connection.
             with contextlib.suppress(_NeedsDatabase):
                 return await self.executor.run(self.search, None, vector, k)
@@ -135,7 +129,7 @@ class VectorStore:
         since the last choice (timing sqlite-vec on 100k vectors takes seconds).
         """
         if not force and (
-            abs(self._count - self._chosen_at) <= REMEASURE_SHARE * self._chosen_at
+            abs(self._ram.count - self._chosen_at) <= REMEASURE_SHARE * self._chosen_at
         ):
             return self.engine
         return await self._database.async_run(
@@ -160,7 +154,7 @@ class VectorStore:
                 (model,),
             ).fetchone()
             self.dim = int(row[0]) if row else None
-            self._reset_ram()
+            self._ram.reset()
             if self.dim is not None:
                 self._load_ram(conn)
             self._vec_ready = False
@@ -168,72 +162,29 @@ class VectorStore:
                 self._sync_vec0(conn)
             self.choose_engine(conn)
 
-    def _reset_ram(self) -> None:
-        self._ids = np.zeros(0, np.int64)
-        self._count = 0
-        self._matrix = None
-        self._bits = None
-        self._center = None
-
-    def _fits(self, count: int) -> bool:
-        return count * (self.dim or 0) * 4 <= self.memory_budget
-
     def _load_ram(self, conn: sqlite3.Connection) -> None:
         """Stream the BLOBs into the matrix, or into sign bits when too big."""
         dim = self.dim or 0
         total = rows.count(conn, self.model, dim)
-        keep_floats = self._fits(total)
+        keep_floats = self._ram.fits(total, dim)
         if not keep_floats:
             # The sign threshold is the mean vector: embeddings share a large
             # common direction that would otherwise set most bits alike.
-            self._center = rows.mean(conn, self.model, dim, total)
+            self._ram.center = rows.mean(conn, self.model, dim, total)
         for ids, block in rows.blocks(conn, self.model, dim):
             self._append(ids, block, keep_floats=keep_floats)
 
     def _append(
         self, ids: NDArray[np.int64], block: NDArray[np.float32], *, keep_floats: bool
     ) -> None:
-        """Add normalized rows, growing the buffers by doubling."""
-        needed = self._count + len(ids)
-        if len(self._ids) < needed:
-            capacity = max(needed, 2 * len(self._ids), 1024)
-            self._ids = grow(self._ids, capacity)
-            if self._matrix is not None:
-                self._matrix = grow(self._matrix, capacity)
-            if self._bits is not None:
-                self._bits = np.ascontiguousarray(grow(self._bits.T, capacity).T)
-        if keep_floats and self._matrix is None and self._bits is None:
-            self._matrix = np.zeros((len(self._ids), block.shape[1]), np.float32)
-        if not keep_floats and self._matrix is not None:
-            self._to_bits(self._matrix)
-        if not keep_floats and self._bits is None:
-            if self._center is None:
-                self._center = block.mean(axis=0).astype(np.float32)
-            words = pack(block[:1], self._center).shape[1]
-            self._bits = np.zeros((words, len(self._ids)), np.uint64)
-        start = self._count
-        self._ids[start:needed] = ids
-        if self._matrix is not None:
-            self._matrix[start:needed] = block
-        if self._bits is not None and self._center is not None:
-            self._bits[:, start:needed] = pack(block, self._center).T
-        self._count = needed
-
-    def _to_bits(self, matrix: NDArray[np.float32]) -> None:
-        """Trade the float matrix for sign bits once it outgrows the budget."""
-        live = matrix[: self._count]
-        self._center = live.mean(axis=0).astype(np.float32)
-        packed = pack(live, self._center)
-        self._bits = np.zeros((packed.shape[1], len(self._ids)), np.uint64)
-        self._bits[:, : self._count] = packed.T
-        self._matrix = None
-        # Until the engines are timed again: the one that needs no floats in RAM.
-        self.engine = Engine.VEC0 if self._vec_ready else Engine.BINARY
-        LOGGER.debug("%s vectors no longer fit in RAM: sign bits", self._count)
+        """Add normalized rows to RAM; a switch to sign bits changes the engine."""
+        if self._ram.append(ids, block, keep_floats=keep_floats):
+            # Until the engines are timed again: the one that needs no floats.
+            self.engine = Engine.VEC0 if self._vec_ready else Engine.BINARY
 
     def _sync_vec0(self, conn: sqlite3.Connection) -> None:
         """Make rag_vec hold exactly the current model's vectors."""
-        rows.sync_vec0(conn, self.model, self.dim or 0, self._count)
+        rows.sync_vec0(conn, self.model, self.dim or 0, self._ram.count)
         self._vec_ready = True
 
     def add(
@@ -248,13 +199,15 @@ class VectorStore:
             if self.dim != dim:
                 # A new model (or the first vectors): start the indexes afresh.
                 self.dim = dim
-                self._reset_ram()
+                self._ram.reset()
                 self._vec_ready = False
             ids = np.asarray([chunk_id for chunk_id, _ in items], np.int64)
             rows.write(conn, self.model, ids, block)
-            self._drop_ram(set(ids.tolist()))
+            self._ram.drop(set(ids.tolist()))
             self._append(
-                ids, normalize(block), keep_floats=self._fits(self._count + len(ids))
+                ids,
+                normalize(block),
+                keep_floats=self._ram.fits(self._ram.count + len(ids), dim),
             )
             if self.extension_loaded:
                 if not self._vec_ready:
@@ -267,31 +220,16 @@ class VectorStore:
         if not chunk_ids:
             return
         with self._lock:
-            self._drop_ram(set(chunk_ids))
+            self._ram.drop(set(chunk_ids))
             if self.extension_loaded and self._vec_ready:
                 rows.vec0_delete(conn, chunk_ids)
-
-    def _drop_ram(self, chunk_ids: set[int]) -> None:
-        if not self._count or not chunk_ids:
-            return
-        live = self._ids[: self._count]
-        keep = ~np.isin(live, np.fromiter(chunk_ids, np.int64, len(chunk_ids)))
-        if keep.all():
-            return
-        kept = int(keep.sum())
-        self._ids[:kept] = live[keep]
-        if self._matrix is not None:
-            self._matrix[:kept] = self._matrix[: self._count][keep]
-        if self._bits is not None:
-            self._bits[:, :kept] = self._bits[:, : self._count][:, keep]
-        self._count = kept
 
     def engines(self) -> list[Engine]:
         """Return the engines that can answer now."""
         usable: list[Engine] = []
-        if self._matrix is not None:
+        if self._ram.matrix is not None:
             usable.append(Engine.EXACT)
-        if self._bits is not None:
+        if self._ram.bits is not None:
             usable.append(Engine.BINARY)
         if self.extension_loaded and self._vec_ready:
             usable.append(Engine.VEC0)
@@ -301,13 +239,13 @@ class VectorStore:
         """Time each usable engine on stored vectors and keep the fastest."""
         with self._lock:
             usable = self.engines()
-            self._chosen_at = self._count
-            if not usable or self._count == 0:
+            self._chosen_at = self._ram.count
+            if not usable or self._ram.count == 0:
                 self.engine = Engine.EXACT
                 return self.engine
             rng = np.random.default_rng(0)
             picks = rng.choice(
-                self._count, min(PROBE_QUERIES, self._count), replace=False
+                self._ram.count, min(PROBE_QUERIES, self._ram.count), replace=False
             )
             queries = self._probe_vectors(conn, picks)
             if (
@@ -336,7 +274,7 @@ class VectorStore:
             LOGGER.debug(
                 "Vector engine %s for %s vectors (median ms: %s)",
                 self.engine,
-                self._count,
+                self._ram.count,
                 {str(e): round(t * 1000, 2) for e, t in timings.items()},
             )
             return self.engine
@@ -364,14 +302,14 @@ class VectorStore:
 
     def _calibrate(self, conn: sqlite3.Connection, rng: np.random.Generator) -> bool:
         """Size the rescore pool for recall@5 >= the target on probe queries."""
-        count = min(RECALL_PROBES, self._count)
-        picks = rng.choice(self._count, count, replace=False)
+        count = min(RECALL_PROBES, self._ram.count)
+        picks = rng.choice(self._ram.count, count, replace=False)
         stored = np.stack(self._probe_vectors(conn, picks))
         noise = rng.normal(size=stored.shape).astype(np.float32)
         noise *= PROBE_NOISE / np.sqrt(stored.shape[1])
         probes = normalize(stored + noise)
         truth = rows.exact_top(conn, self.model, self.dim or 0, probes, 5)
-        cap = max(RESCORE_CANDIDATES, int(self._count * MAX_POOL_SHARE))
+        cap = max(RESCORE_CANDIDATES, int(self._ram.count * MAX_POOL_SHARE))
         self.pool = RESCORE_CANDIDATES
         while True:
             found = [
@@ -388,9 +326,9 @@ class VectorStore:
     def _probe_vectors(
         self, conn: sqlite3.Connection, picks: NDArray[np.int64]
     ) -> list[NDArray[np.float32]]:
-        if self._matrix is not None:
-            return [self._matrix[i].copy() for i in picks]
-        _, matrix = rows.fetch(conn, self._ids[picks].tolist(), self.dim or 0)
+        if (floats := self._ram.matrix) is not None:
+            return [floats[i].copy() for i in picks]
+        _, matrix = rows.fetch(conn, self._ram.ids[picks].tolist(), self.dim or 0)
         return list(matrix)
 
     def search(
@@ -404,19 +342,11 @@ class VectorStore:
         """Return up to ``k`` (chunk id, cosine similarity), most similar first."""
         with self._lock:
             engine = engine or self.engine
-            if self._count == 0 or k <= 0 or query.shape[-1] != self.dim:
+            if self._ram.count == 0 or k <= 0 or query.shape[-1] != self.dim:
                 return []
             query = normalize(query.astype(np.float32, copy=False))
-            if engine is Engine.EXACT and self._matrix is not None:
-                live = self._matrix[: self._count]
-                # einsum runs on one core; BLAS's threads lose on a busy host.
-                scores = (
-                    np.einsum("ij,j->i", live, query)
-                    if self.single_core
-                    else live @ query
-                )
-                best = top(scores, k)
-                return [(int(self._ids[i]), float(scores[i])) for i in best]
+            if engine is Engine.EXACT and self._ram.matrix is not None:
+                return self._ram.exact(query, k, single_core=self.single_core)
             if conn is None:
                 raise _NeedsDatabase
             if engine is Engine.VEC0 and self._vec_ready:
@@ -427,20 +357,12 @@ class VectorStore:
         self, conn: sqlite3.Connection, query: NDArray[np.float32], k: int
     ) -> list[tuple[int, float]]:
         """Hamming prefilter on sign bits, then exact cosine on the candidates."""
-        if self._bits is None or self._center is None:
+        if self._ram.bits is None or self._ram.center is None:
             # The matrix is in RAM: exact search is both exact and faster.
             return self.search(conn, query, k, engine=Engine.EXACT)
-        packed = pack(query[None, :], self._center)[0]
-        live = self._bits[:, : self._count]
-        distance = np.bitwise_count(live[0] ^ packed[0]).astype(np.uint16)
-        for word in range(1, len(packed)):
-            distance += np.bitwise_count(live[word] ^ packed[word])
-        pool = min(self._count, max(self.pool, k))
-        if pool < self._count:
-            candidates = np.argpartition(distance, pool - 1)[:pool]
-        else:
-            candidates = np.arange(self._count)
-        found, vectors = rows.fetch(conn, self._ids[candidates].tolist(), self.dim or 0)
+        pool = min(self._ram.count, max(self.pool, k))
+        candidates = self._ram.nearest_bits(query, pool)
+        found, vectors = rows.fetch(conn, candidates, self.dim or 0)
         if not found:
             return []
         scores = np.einsum("ij,j->i", vectors, query)
