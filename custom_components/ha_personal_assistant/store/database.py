@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import threading
 import time
@@ -10,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from . import inbox
 from .faults import FaultGate, StorageUnavailableError, is_storage_fault
 from .sqlite_file import open_database
 
@@ -18,23 +20,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..executor import BlockingExecutor
+    from .inbox import InFlight
 
 # A call that waits longer than this for a lock or the disk gives up: a turn
 # answers without history rather than keep the user waiting. Long jobs
 # (pruning, VACUUM) pass their own ``timeout``.
 DB_TIMEOUT: Final = 3.0  # seconds
-
-
-@dataclass(frozen=True, slots=True)
-class InFlight:
-    """A Telegram message received and not answered yet."""
-
-    conversation_key: str
-    bot_entry_id: str
-    chat_id: int
-    message_id: int | None
-    text: str
-    received_at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,16 +199,9 @@ class Database:
 
     async def async_mark_seen(self, key: str, message_id: int, now: float) -> bool:
         """Record a Telegram message; False when it was seen before (edit or replay)."""
-
-        def _mark(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO telegram_messages_seen"
-                " (conversation_key, message_id, seen_at) VALUES (?, ?, ?)",
-                (key, message_id, now),
-            )
-            return cur.rowcount == 1
-
-        return await self.async_run(_mark)
+        return await self.async_run(
+            functools.partial(inbox.mark_seen, key=key, message_id=message_id, now=now)
+        )
 
     async def async_receive(self, message: InFlight) -> tuple[bool, int | None]:
         """Record a Telegram message before it is answered.
@@ -225,66 +209,21 @@ class Database:
         Returns whether it is new in its chat (an edit or a replayed update
         is not) and the id of its in-flight row (None when seen before).
         """
-
-        def _receive(conn: sqlite3.Connection) -> tuple[bool, int | None]:
-            if message.message_id is not None:
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO telegram_messages_seen"
-                    " (conversation_key, message_id, seen_at) VALUES (?, ?, ?)",
-                    (message.conversation_key, message.message_id, message.received_at),
-                )
-                if cur.rowcount != 1:
-                    return False, None
-            cur = conn.execute(
-                "INSERT INTO telegram_in_flight (conversation_key, bot_entry_id,"
-                " chat_id, message_id, text, received_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    message.conversation_key,
-                    message.bot_entry_id,
-                    message.chat_id,
-                    message.message_id,
-                    message.text,
-                    message.received_at,
-                ),
-            )
-            return True, int(cur.lastrowid or 0)
-
-        return await self.async_run(_receive)
+        return await self.async_run(functools.partial(inbox.receive, message=message))
 
     async def async_answered(self, in_flight_id: int) -> None:
         """Forget a message's in-flight row: it was answered (or that failed)."""
         await self.async_run(
-            lambda conn: conn.execute(
-                "DELETE FROM telegram_in_flight WHERE id = ?", (in_flight_id,)
-            )
+            functools.partial(inbox.answered, in_flight_id=in_flight_id)
         )
 
     async def async_take_in_flight(self) -> list[InFlight]:
         """Return and forget the messages a stop left unanswered, oldest first."""
-
-        def _take(conn: sqlite3.Connection) -> list[InFlight]:
-            rows = conn.execute(
-                "SELECT conversation_key, bot_entry_id, chat_id, message_id, text,"
-                " received_at FROM telegram_in_flight ORDER BY id"
-            ).fetchall()
-            conn.execute("DELETE FROM telegram_in_flight")
-            return [InFlight(*row) for row in rows]
-
-        return await self.async_run(_take)
+        return await self.async_run(inbox.take_in_flight)
 
     async def async_prune(self, seen_before: float) -> None:
         """Forget seen-message ids older than ``seen_before``."""
-
-        def _prune(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "DELETE FROM telegram_messages_seen WHERE seen_at < ?", (seen_before,)
-            )
-            # Rows a failed delete left behind; a start reports the others.
-            conn.execute(
-                "DELETE FROM telegram_in_flight WHERE received_at < ?", (seen_before,)
-            )
-
-        await self.async_run(_prune)
+        await self.async_run(functools.partial(inbox.prune, seen_before=seen_before))
 
     async def async_log_tool_call(
         self, tool: str, person: str | None, duration_ms: float, outcome: str
