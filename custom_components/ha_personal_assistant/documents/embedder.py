@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..const import EMBED_TIMEOUT, LOGGER
 from ..model_server import ModelServerError
-from . import records
+from ..store import documents as records
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Final
 from ..const import EMBED_TIMEOUT, LOGGER, QUERY_CACHE_SIZE, SEARCH_RESULTS
 from ..model_server import ModelServerError
 from ..repairs import async_log_vector_engine
+from ..store import documents as records
+from ..store.documents import SOURCE_FILE, SOURCE_HA, AddResult, Indexing, SyncResult
 from ..store.vectors import MAINTENANCE_TIMEOUT
-from . import records
 from .embedder import Embedder
 from .folder import read_folder
 from .ha_watch import HaKnowledgeWatch
 from .knowledge import ha_knowledge, still_known
-from .records import SOURCE_FILE, SOURCE_HA, AddResult, Indexing, SyncResult
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

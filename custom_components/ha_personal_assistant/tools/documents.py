@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..documents.index import DocumentHit, DocumentIndex
-    from ..documents.records import Indexing
+    from ..store.documents import Indexing
 
 SOURCE: Final = "the household's documents"
 MAX_DOCUMENT_RESULT_CHARS: Final = 4000

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from ..const import EMBED_BATCH
-from .chunking import chunk_text, content_hash
+from ..documents.chunking import chunk_text, content_hash
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from ..store.vectors import VectorStore
+    from .vectors import VectorStore
 
 # search_documents names at most this many documents still being embedded.
 INDEXING_LISTED: Final = 5
