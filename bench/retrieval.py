@@ -27,12 +27,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from custom_components.ha_personal_assistant.store.database import (  # noqa: E402
-    Database,
+from custom_components.ha_personal_assistant.store.schema import (  # noqa: E402
+    migrate,
+)
+from custom_components.ha_personal_assistant.store.vector_math import (  # noqa: E402
+    Engine,
 )
 from custom_components.ha_personal_assistant.store.vectors import (  # noqa: E402
     MAX_RAM_BYTES,
-    Engine,
     VectorStore,
 )
 
@@ -75,7 +77,7 @@ def queries_near(data: np.ndarray, count: int, rng: np.random.Generator) -> np.n
 def build(path: Path, data: np.ndarray) -> sqlite3.Connection:
     """Create the schema and store the chunks and their vectors."""
     conn = sqlite3.connect(path)
-    Database._migrate(conn)  # noqa: SLF001 - the real schema, without the executor
+    migrate(conn)  # the real schema, without the executor
     with conn:
         conn.execute(
             "INSERT INTO rag_documents (title, source, content_hash, created_at,"

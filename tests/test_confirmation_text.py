@@ -25,10 +25,10 @@ from custom_components.ha_personal_assistant.i18n import async_texts
 from custom_components.ha_personal_assistant.policy.verdict import ResolvedCall
 from custom_components.ha_personal_assistant.security.confirm_text import describe_call
 from custom_components.ha_personal_assistant.store import actions
-from custom_components.ha_personal_assistant.store.database import (
+from custom_components.ha_personal_assistant.store.database import Database
+from custom_components.ha_personal_assistant.store.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
-    Database,
 )
 from custom_components.ha_personal_assistant.tools import web
 

@@ -30,7 +30,7 @@ from custom_components.ha_personal_assistant.const import (
 )
 from custom_components.ha_personal_assistant.memory import learner as learner_module
 from custom_components.ha_personal_assistant.runtime import SUMMARY_SWEEP_INTERVAL
-from custom_components.ha_personal_assistant.store import database as db_module
+from custom_components.ha_personal_assistant.store import faults as faults_module
 from custom_components.ha_personal_assistant.store import turns as turns_store
 from custom_components.ha_personal_assistant.telegram.stream import ReplyStream
 from custom_components.ha_personal_assistant.tools import web
@@ -679,7 +679,7 @@ async def test_summaries_wait_out_a_locked_database(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Locked when the summary reads the session and when the next sweep looks."""
-    monkeypatch.setattr(db_module, "FAULT_BACKOFF", 5.0)
+    monkeypatch.setattr(faults_module, "FAULT_BACKOFF", 5.0)
     # The summary of an ended session waits for quiet: a minute, for now.
     entry = await _setup(hass, fake_ollama, quiet=60.0)
     assistant = entry.runtime_data.assistant
@@ -710,7 +710,7 @@ async def test_summaries_wait_out_a_locked_database(
     await _settled(hass)
     assert _summary_requests(fake_ollama) == []
     # The file answers again: the next sweep writes it; the new session opens with it.
-    await asyncio.sleep(db_module.FAULT_BACKOFF)
+    await asyncio.sleep(faults_module.FAULT_BACKOFF)
     _sweep_timer(hass)
     await _settled(hass)
     assert len(_summary_requests(fake_ollama)) == 1

@@ -18,7 +18,7 @@ from custom_components.ha_personal_assistant.const import (
     MAX_CONCURRENT_MODEL_CALLS,
     STORAGE_DIR,
 )
-from custom_components.ha_personal_assistant.store import database as store_database
+from custom_components.ha_personal_assistant.store import sqlite_file
 
 from .common import (
     async_setup_assistant,
@@ -212,7 +212,7 @@ async def test_old_sessions_and_checkpoints_are_pruned_and_the_file_shrinks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """On the schedule: ended threads, month-old sessions and old logs go."""
-    monkeypatch.setattr(store_database, "VACUUM_MIN_FREE_PAGES", 4)
+    monkeypatch.setattr(sqlite_file, "VACUUM_MIN_FREE_PAGES", 4)
     fake_ollama.default = _echo
     await async_setup_house(hass)
     entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)
@@ -299,7 +299,7 @@ async def test_a_month_old_conversation_is_pruned_and_the_database_shrinks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """assistant.db gives the space of a pruned conversation back to the disk."""
-    monkeypatch.setattr(store_database, "VACUUM_MIN_FREE_PAGES", 4)
+    monkeypatch.setattr(sqlite_file, "VACUUM_MIN_FREE_PAGES", 4)
     fake_ollama.default = _echo
     await async_setup_house(hass)
     entry: MockConfigEntry = await async_setup_assistant(hass, fake_ollama)

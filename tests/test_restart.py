@@ -19,10 +19,7 @@ import pytest
 
 from custom_components.ha_personal_assistant import services as services_module
 from custom_components.ha_personal_assistant.memory import learner as learner_module
-from custom_components.ha_personal_assistant.store.database import (
-    Database,
-    InFlight,
-)
+from custom_components.ha_personal_assistant.store.database import Database
 from custom_components.ha_personal_assistant.telegram.queue import ChatQueues
 
 from .common import (
@@ -42,6 +39,8 @@ if TYPE_CHECKING:
     from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
         MockConfigEntry,
     )
+
+    from custom_components.ha_personal_assistant.store.inbox import InFlight
 
     from .fake_ollama import FakeOllama
     from .restart import Restarter

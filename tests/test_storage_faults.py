@@ -37,6 +37,9 @@ from custom_components.ha_personal_assistant.const import (
     STORAGE_DIR,
 )
 from custom_components.ha_personal_assistant.store import database as db_module
+from custom_components.ha_personal_assistant.store import faults as faults_module
+from custom_components.ha_personal_assistant.store import schema as schema_module
+from custom_components.ha_personal_assistant.store import sqlite_file as file_module
 
 from .common import (
     async_setup_assistant,
@@ -84,8 +87,8 @@ def no_errors_logged(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 def short_deadlines(monkeypatch: pytest.MonkeyPatch) -> None:
     """Give up on a busy file after 1 s and retry it 2 s after a fault."""
     monkeypatch.setattr(db_module, "DB_TIMEOUT", 1.0)
-    monkeypatch.setattr(db_module, "FAULT_BACKOFF", 2.0)
-    monkeypatch.setattr(db_module, "OPEN_TIMEOUT", 1.0)
+    monkeypatch.setattr(faults_module, "FAULT_BACKOFF", 2.0)
+    monkeypatch.setattr(file_module, "OPEN_TIMEOUT", 1.0)
 
 
 @pytest.fixture
@@ -517,16 +520,16 @@ async def test_storage_busy_at_setup_retries_and_then_loads(
     # The database as the previous version left it: one migration to go.
     with closing(sqlite3.connect(path)) as conn:
         conn.execute("DROP TABLE tasks")
-        conn.execute(f"PRAGMA user_version = {db_module.SCHEMA_VERSION - 1}")
+        conn.execute(f"PRAGMA user_version = {schema_module.SCHEMA_VERSION - 1}")
         conn.commit()
     # Give up on the lock within a fraction of a second instead of ten.
-    monkeypatch.setattr(db_module, "OPEN_TIMEOUT", 0.3)
+    monkeypatch.setattr(file_module, "OPEN_TIMEOUT", 0.3)
     monkeypatch.setattr(
-        db_module,
+        file_module,
         "WAL_PRAGMAS",
         tuple(
             "PRAGMA busy_timeout=300" if p.startswith("PRAGMA busy_timeout") else p
-            for p in db_module.WAL_PRAGMAS
+            for p in file_module.WAL_PRAGMAS
         ),
     )
     async with FileLock(path, seconds=30):
@@ -541,7 +544,7 @@ async def test_storage_busy_at_setup_retries_and_then_loads(
     await hass.async_block_till_done()
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == (
-            db_module.SCHEMA_VERSION
+            schema_module.SCHEMA_VERSION
         )
     fake_ollama.reply("Remembered.")
     assert await _ask(telegram, "What is my cat called?") == "Remembered."
@@ -616,7 +619,7 @@ async def test_a_checkpoint_file_that_does_not_answer_is_given_up_on(
     saved conversation, which is still there afterwards.
     """
     monkeypatch.setattr(db_module, "DB_TIMEOUT", 0.2)
-    monkeypatch.setattr(db_module, "FAULT_BACKOFF", 0.0)
+    monkeypatch.setattr(faults_module, "FAULT_BACKOFF", 0.0)
     entry = await _start(hass, fake_ollama, telegram)
     saver = entry.runtime_data.storage.checkpoints.saver
     assert saver is not None
@@ -650,7 +653,7 @@ async def test_a_model_failure_while_the_checkpoint_file_is_taken_loses_nothing(
     conversation from before is continued once the file is free again.
     """
     monkeypatch.setattr(db_module, "DB_TIMEOUT", 0.3)
-    monkeypatch.setattr(db_module, "FAULT_BACKOFF", 0.0)
+    monkeypatch.setattr(faults_module, "FAULT_BACKOFF", 0.0)
     await _start(hass, fake_ollama, telegram)
     lock = FileLock(_path(hass, "checkpoints"), seconds=30)
 

@@ -27,11 +27,9 @@ from custom_components.ha_personal_assistant.agent.turns import (
 )
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.memory.text import grounded
-from custom_components.ha_personal_assistant.store.database import (
-    SCHEMA_VERSION,
-    Database,
-    StorageUnavailableError,
-)
+from custom_components.ha_personal_assistant.store.database import Database
+from custom_components.ha_personal_assistant.store.faults import StorageUnavailableError
+from custom_components.ha_personal_assistant.store.schema import SCHEMA_VERSION
 from custom_components.ha_personal_assistant.telegram.delivery import split_message
 
 

@@ -13,7 +13,8 @@ import sqlite_vec
 from custom_components.ha_personal_assistant.documents.chunking import chunk_text
 from custom_components.ha_personal_assistant.executor import BlockingExecutor
 from custom_components.ha_personal_assistant.store.database import Database
-from custom_components.ha_personal_assistant.store.vectors import Engine, VectorStore
+from custom_components.ha_personal_assistant.store.vector_math import Engine
+from custom_components.ha_personal_assistant.store.vectors import VectorStore
 
 if TYPE_CHECKING:
     import sqlite3

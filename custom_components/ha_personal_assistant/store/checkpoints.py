@@ -14,13 +14,14 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from ..const import LOGGER
 from . import database as db
-from .database import (
-    WAL_PRAGMAS,
+from . import sqlite_file
+from .faults import (
     FaultGate,
+    StorageUnavailableError,
     is_corruption,
     is_storage_fault,
-    worth_vacuum,
 )
+from .sqlite_file import WAL_PRAGMAS, worth_vacuum
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine, Sequence
@@ -85,17 +86,17 @@ class ResilientSaver(BaseCheckpointSaver[str]):
     async def _guard[T](self, call: Coroutine[Any, Any, T]) -> T:
         try:
             self.gate.check()
-        except db.StorageUnavailableError:
+        except StorageUnavailableError:
             # Skipped: the call never starts (closed, not left unawaited).
             call.close()
             raise
         try:
-            # SQLite's busy timeout (DB_TIMEOUT) normally answers first.
+            # SQLite's busy timeout (db.DB_TIMEOUT) normally answers first.
             async with asyncio.timeout(db.DB_TIMEOUT + 1):
                 result = await call
         except TimeoutError as err:
             self.gate.failed(f"no answer within {db.DB_TIMEOUT:g} s")
-            raise db.StorageUnavailableError(str(self.gate.last_error)) from err
+            raise StorageUnavailableError(str(self.gate.last_error)) from err
         except sqlite3.Error as err:
             if is_storage_fault(err):
                 self.gate.failed(str(err))
@@ -229,7 +230,7 @@ class CheckpointStore:
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     async def _async_connect(self) -> tuple[aiosqlite.Connection, AsyncSqliteSaver]:
-        conn = await aiosqlite.connect(self.path, timeout=db.OPEN_TIMEOUT)
+        conn = await aiosqlite.connect(self.path, timeout=sqlite_file.OPEN_TIMEOUT)
         try:
             for pragma in WAL_PRAGMAS:
                 await conn.execute(pragma)
@@ -237,7 +238,7 @@ class CheckpointStore:
                 _raise_if_damaged(list(await cur.fetchall()))
             saver = AsyncSqliteSaver(conn)
             await saver.setup()
-            # Turns wait at most DB_TIMEOUT for the file, not ten seconds.
+            # Turns wait at most db.DB_TIMEOUT for the file, not ten seconds.
             await conn.execute(f"PRAGMA busy_timeout={int(db.DB_TIMEOUT * 1000)}")
         except BaseException:
             await conn.close()

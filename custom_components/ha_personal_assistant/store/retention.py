@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 
 from ..const import LOGGER
 from ..tasks.store import prune as prune_tasks
-from .database import worth_vacuum
+from .sqlite_file import worth_vacuum
 
 if TYPE_CHECKING:
     import sqlite3

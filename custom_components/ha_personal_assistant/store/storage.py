@@ -12,7 +12,7 @@ from homeassistant.helpers.importlib import async_import_module
 
 from ..const import CHECKPOINT_FILE, DATABASE_FILE, DOMAIN, STORAGE_DIR
 from ..executor import BlockingExecutor
-from .database import Database, FaultGate
+from .database import Database
 
 STORAGE_UNAVAILABLE = "storage_unavailable"
 
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from .checkpoints import CheckpointStore
+    from .faults import FaultGate
 
 
 def storage_dir(hass: HomeAssistant) -> Path:

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
-import sqlite3
 import statistics
 import threading
 import time
-from enum import StrEnum
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
 from ..const import LOGGER
+from . import vector_rows as rows
+from .vector_math import Engine, load_extension, normalize, top
+from .vector_ram import RamVectors
 
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import Iterable, Sequence
 
     from numpy.typing import NDArray
@@ -36,77 +37,16 @@ RECALL_TARGET: Final = 0.95
 RECALL_PROBES: Final = 20
 # Probe queries are stored chunks moved by this much noise (a paraphrase).
 PROBE_NOISE: Final = 0.8
-VEC_TABLE: Final = "rag_vec"
 # Queries timed per engine when choosing the fastest one.
 PROBE_QUERIES: Final = 9
 # Loading and timing many vectors hold the connection longer than a turn's call.
 MAINTENANCE_TIMEOUT: Final = 60.0
 # The engine is chosen again when the collection grew or shrank this much.
 REMEASURE_SHARE: Final = 0.25
-_DIM_RE: Final = re.compile(r"float\[(\d+)\]")
 
 
 class _NeedsDatabase(Exception):  # noqa: N818 - internal signal
     """The float matrix left RAM between choosing the path and searching."""
-
-
-class Engine(StrEnum):
-    """How a query is answered."""
-
-    # Exact cosine over the normalized float32 matrix in RAM.
-    EXACT = "numpy_exact"
-    # Hamming distance on sign bits in RAM, then an exact rescore from SQLite.
-    BINARY = "binary_rescore"
-    # sqlite-vec's vec0 table (exact, brute force inside SQLite).
-    VEC0 = "sqlite_vec"
-
-
-def load_extension(conn: sqlite3.Connection) -> str | None:
-    """Load sqlite-vec into the connection; return why not, or None when loaded."""
-    try:
-        import sqlite_vec  # noqa: PLC0415 - no musl wheel: may be missing
-
-        conn.enable_load_extension(True)  # noqa: FBT003 - sqlite3's signature
-        try:
-            sqlite_vec.load(conn)
-        finally:
-            conn.enable_load_extension(False)  # noqa: FBT003
-    except ImportError as err:
-        return f"sqlite-vec is not installed ({err})"
-    except AttributeError:
-        return "this Python's sqlite3 cannot load extensions"
-    except sqlite3.Error as err:
-        return f"sqlite-vec did not load ({err})"
-    return None
-
-
-def normalize(vectors: NDArray[np.float32]) -> NDArray[np.float32]:
-    """Return the rows scaled to unit length (zero rows stay zero)."""
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    norms[norms == 0] = 1.0
-    result: NDArray[np.float32] = (vectors / norms).astype(np.float32, copy=False)
-    return result
-
-
-def _pack(
-    vectors: NDArray[np.float32], center: NDArray[np.float32]
-) -> NDArray[np.uint64]:
-    """Return the sign bits of ``vectors - center``, 64 to a word."""
-    bits = np.packbits(vectors > center, axis=-1)
-    pad = (-bits.shape[-1]) % 8
-    if pad:
-        bits = np.pad(bits, [(0, 0)] * (bits.ndim - 1) + [(0, pad)])
-    words: NDArray[np.uint64] = np.ascontiguousarray(bits).view(np.uint64)
-    return words
-
-
-def _top(scores: NDArray[np.floating], k: int) -> NDArray[np.intp]:
-    """Return the indices of the ``k`` highest scores, best first."""
-    if k >= len(scores):
-        return np.argsort(-scores, kind="stable")
-    part = np.argpartition(-scores, k - 1)[:k]
-    order: NDArray[np.intp] = part[np.argsort(-scores[part], kind="stable")]
-    return order
 
 
 class VectorStore:
@@ -127,7 +67,6 @@ class VectorStore:
         """Create an empty store; :meth:`async_load` fills it."""
         self._database = database
         self.executor = executor
-        self.memory_budget = memory_budget
         self._use_extension = use_extension
         self._lock = threading.RLock()
         self.model: str | None = None
@@ -135,13 +74,7 @@ class VectorStore:
         # None: not tried yet; "": loaded; otherwise why it could not load.
         self.extension_error: str | None = None
         self.engine = Engine.EXACT
-        self._ids: NDArray[np.int64] = np.zeros(0, np.int64)
-        self._count = 0
-        self._matrix: NDArray[np.float32] | None = None
-        # Sign bits, one row per 64-bit word and one column per vector: the
-        # Hamming sum then adds a dozen long rows (3-4x faster than per vector).
-        self._bits: NDArray[np.uint64] | None = None
-        self._center: NDArray[np.float32] | None = None
+        self._ram = RamVectors(memory_budget)
         self._vec_ready = False
         self.pool = RESCORE_CANDIDATES
         # Exact search on one core (einsum) rather than threaded BLAS (matmul).
@@ -159,7 +92,7 @@ class VectorStore:
 
     def __len__(self) -> int:
         """Return how many vectors of the current model are searchable."""
-        return self._count
+        return self._ram.count
 
     # ------------------------------------------------------------------ async
 
@@ -183,7 +116,7 @@ class VectorStore:
     ) -> list[tuple[int, float]]:
         """Return up to ``k`` (chunk id, cosine similarity), most similar first."""
         vector = np.asarray(query, dtype=np.float32)
-        if self.engine is Engine.EXACT and self._matrix is not None:
+        if self.engine is Engine.EXACT and self._ram.matrix is not None:
             # RAM only: no need to hold the database connection.
             with contextlib.suppress(_NeedsDatabase):
                 return await self.executor.run(self.search, None, vector, k)
@@ -196,7 +129,7 @@ class VectorStore:
         since the last choice (timing sqlite-vec on 100k vectors takes seconds).
         """
         if not force and (
-            abs(self._count - self._chosen_at) <= REMEASURE_SHARE * self._chosen_at
+            abs(self._ram.count - self._chosen_at) <= REMEASURE_SHARE * self._chosen_at
         ):
             return self.engine
         return await self._database.async_run(
@@ -221,7 +154,7 @@ class VectorStore:
                 (model,),
             ).fetchone()
             self.dim = int(row[0]) if row else None
-            self._reset_ram()
+            self._ram.reset()
             if self.dim is not None:
                 self._load_ram(conn)
             self._vec_ready = False
@@ -229,132 +162,29 @@ class VectorStore:
                 self._sync_vec0(conn)
             self.choose_engine(conn)
 
-    def _reset_ram(self) -> None:
-        self._ids = np.zeros(0, np.int64)
-        self._count = 0
-        self._matrix = None
-        self._bits = None
-        self._center = None
-
-    def _fits(self, count: int) -> bool:
-        return count * (self.dim or 0) * 4 <= self.memory_budget
-
     def _load_ram(self, conn: sqlite3.Connection) -> None:
         """Stream the BLOBs into the matrix, or into sign bits when too big."""
         dim = self.dim or 0
-        total: int = conn.execute(
-            "SELECT COUNT(*) FROM rag_vectors WHERE model = ? AND dim = ?",
-            (self.model, dim),
-        ).fetchone()[0]
-        keep_floats = self._fits(total)
+        total = rows.count(conn, self.model, dim)
+        keep_floats = self._ram.fits(total, dim)
         if not keep_floats:
             # The sign threshold is the mean vector: embeddings share a large
             # common direction that would otherwise set most bits alike.
-            self._center = self._mean(conn, total)
-        cursor = conn.execute(
-            "SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?"
-            " ORDER BY chunk_id",
-            (self.model, dim),
-        )
-        while rows := cursor.fetchmany(4096):
-            ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-            block = normalize(
-                np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
-                    len(rows), dim
-                )
-            )
+            self._ram.center = rows.mean(conn, self.model, dim, total)
+        for ids, block in rows.blocks(conn, self.model, dim):
             self._append(ids, block, keep_floats=keep_floats)
-
-    def _mean(self, conn: sqlite3.Connection, total: int) -> NDArray[np.float32]:
-        dim = self.dim or 0
-        acc = np.zeros(dim, np.float64)
-        cursor = conn.execute(
-            "SELECT vector FROM rag_vectors WHERE model = ? AND dim = ?",
-            (self.model, dim),
-        )
-        while rows := cursor.fetchmany(4096):
-            block = np.frombuffer(b"".join(r[0] for r in rows), np.float32)
-            acc += normalize(block.reshape(len(rows), dim)).sum(axis=0)
-        return (acc / max(total, 1)).astype(np.float32)
 
     def _append(
         self, ids: NDArray[np.int64], block: NDArray[np.float32], *, keep_floats: bool
     ) -> None:
-        """Add normalized rows, growing the buffers by doubling."""
-        needed = self._count + len(ids)
-        if len(self._ids) < needed:
-            capacity = max(needed, 2 * len(self._ids), 1024)
-            self._ids = _grow(self._ids, capacity)
-            if self._matrix is not None:
-                self._matrix = _grow(self._matrix, capacity)
-            if self._bits is not None:
-                self._bits = np.ascontiguousarray(_grow(self._bits.T, capacity).T)
-        if keep_floats and self._matrix is None and self._bits is None:
-            self._matrix = np.zeros((len(self._ids), block.shape[1]), np.float32)
-        if not keep_floats and self._matrix is not None:
-            self._to_bits(self._matrix)
-        if not keep_floats and self._bits is None:
-            if self._center is None:
-                self._center = block.mean(axis=0).astype(np.float32)
-            words = _pack(block[:1], self._center).shape[1]
-            self._bits = np.zeros((words, len(self._ids)), np.uint64)
-        start = self._count
-        self._ids[start:needed] = ids
-        if self._matrix is not None:
-            self._matrix[start:needed] = block
-        if self._bits is not None and self._center is not None:
-            self._bits[:, start:needed] = _pack(block, self._center).T
-        self._count = needed
-
-    def _to_bits(self, matrix: NDArray[np.float32]) -> None:
-        """Trade the float matrix for sign bits once it outgrows the budget."""
-        live = matrix[: self._count]
-        self._center = live.mean(axis=0).astype(np.float32)
-        packed = _pack(live, self._center)
-        self._bits = np.zeros((packed.shape[1], len(self._ids)), np.uint64)
-        self._bits[:, : self._count] = packed.T
-        self._matrix = None
-        # Until the engines are timed again: the one that needs no floats in RAM.
-        self.engine = Engine.VEC0 if self._vec_ready else Engine.BINARY
-        LOGGER.debug("%s vectors no longer fit in RAM: sign bits", self._count)
-
-    def _vec_dim(self, conn: sqlite3.Connection) -> int | None:
-        row = conn.execute(
-            "SELECT sql FROM sqlite_master WHERE name = ?", (VEC_TABLE,)
-        ).fetchone()
-        if row is None:
-            return None
-        match = _DIM_RE.search(row[0] or "")
-        return int(match.group(1)) if match else -1
+        """Add normalized rows to RAM; a switch to sign bits changes the engine."""
+        if self._ram.append(ids, block, keep_floats=keep_floats):
+            # Until the engines are timed again: the one that needs no floats.
+            self.engine = Engine.VEC0 if self._vec_ready else Engine.BINARY
 
     def _sync_vec0(self, conn: sqlite3.Connection) -> None:
         """Make rag_vec hold exactly the current model's vectors."""
-        dim = self.dim or 0
-        current = self._vec_dim(conn)
-        state = conn.execute("SELECT model, dim FROM rag_vec_state").fetchone()
-        # The table must hold this model's vectors, all of them: another model
-        # may have filled it, or vectors may have been written without it.
-        rebuild = current != dim or state != (self.model, dim)
-        if not rebuild:
-            have: int = conn.execute(f"SELECT COUNT(*) FROM {VEC_TABLE}").fetchone()[0]  # noqa: S608
-            rebuild = have != self._count
-        if rebuild:
-            if current is not None:
-                conn.execute(f"DROP TABLE {VEC_TABLE}")
-            conn.execute(
-                f"CREATE VIRTUAL TABLE {VEC_TABLE} USING vec0("
-                f"embedding float[{dim}] distance_metric=cosine)"
-            )
-            conn.execute(
-                f"INSERT INTO {VEC_TABLE} (rowid, embedding)"  # noqa: S608
-                " SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?",
-                (self.model, dim),
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO rag_vec_state (id, model, dim)"
-                " VALUES (1, ?, ?)",
-                (self.model, dim),
-            )
+        rows.sync_vec0(conn, self.model, self.dim or 0, self._ram.count)
         self._vec_ready = True
 
     def add(
@@ -369,70 +199,37 @@ class VectorStore:
             if self.dim != dim:
                 # A new model (or the first vectors): start the indexes afresh.
                 self.dim = dim
-                self._reset_ram()
+                self._ram.reset()
                 self._vec_ready = False
             ids = np.asarray([chunk_id for chunk_id, _ in items], np.int64)
-            conn.executemany(
-                "INSERT OR REPLACE INTO rag_vectors (chunk_id, model, dim, vector)"
-                " VALUES (?, ?, ?, ?)",
-                [
-                    (int(chunk_id), self.model, dim, row.tobytes())
-                    for chunk_id, row in zip(ids, block, strict=True)
-                ],
-            )
-            self._drop_ram(set(ids.tolist()))
+            rows.write(conn, self.model, ids, block)
+            self._ram.drop(set(ids.tolist()))
             self._append(
-                ids, normalize(block), keep_floats=self._fits(self._count + len(ids))
+                ids,
+                normalize(block),
+                keep_floats=self._ram.fits(self._ram.count + len(ids), dim),
             )
             if self.extension_loaded:
                 if not self._vec_ready:
                     self._sync_vec0(conn)
                 else:
-                    conn.executemany(
-                        f"DELETE FROM {VEC_TABLE} WHERE rowid = ?",  # noqa: S608
-                        [(int(i),) for i in ids],
-                    )
-                    conn.executemany(
-                        f"INSERT INTO {VEC_TABLE} (rowid, embedding) VALUES (?, ?)",  # noqa: S608
-                        [
-                            (int(i), row.tobytes())
-                            for i, row in zip(ids, block, strict=True)
-                        ],
-                    )
+                    rows.vec0_replace(conn, ids, block)
 
     def remove(self, conn: sqlite3.Connection, chunk_ids: Sequence[int]) -> None:
         """Forget these chunks in RAM and in vec0 (their BLOB rows cascade)."""
         if not chunk_ids:
             return
         with self._lock:
-            self._drop_ram(set(chunk_ids))
+            self._ram.drop(set(chunk_ids))
             if self.extension_loaded and self._vec_ready:
-                conn.executemany(
-                    f"DELETE FROM {VEC_TABLE} WHERE rowid = ?",  # noqa: S608
-                    [(int(i),) for i in chunk_ids],
-                )
-
-    def _drop_ram(self, chunk_ids: set[int]) -> None:
-        if not self._count or not chunk_ids:
-            return
-        live = self._ids[: self._count]
-        keep = ~np.isin(live, np.fromiter(chunk_ids, np.int64, len(chunk_ids)))
-        if keep.all():
-            return
-        kept = int(keep.sum())
-        self._ids[:kept] = live[keep]
-        if self._matrix is not None:
-            self._matrix[:kept] = self._matrix[: self._count][keep]
-        if self._bits is not None:
-            self._bits[:, :kept] = self._bits[:, : self._count][:, keep]
-        self._count = kept
+                rows.vec0_delete(conn, chunk_ids)
 
     def engines(self) -> list[Engine]:
         """Return the engines that can answer now."""
         usable: list[Engine] = []
-        if self._matrix is not None:
+        if self._ram.matrix is not None:
             usable.append(Engine.EXACT)
-        if self._bits is not None:
+        if self._ram.bits is not None:
             usable.append(Engine.BINARY)
         if self.extension_loaded and self._vec_ready:
             usable.append(Engine.VEC0)
@@ -442,13 +239,13 @@ class VectorStore:
         """Time each usable engine on stored vectors and keep the fastest."""
         with self._lock:
             usable = self.engines()
-            self._chosen_at = self._count
-            if not usable or self._count == 0:
+            self._chosen_at = self._ram.count
+            if not usable or self._ram.count == 0:
                 self.engine = Engine.EXACT
                 return self.engine
             rng = np.random.default_rng(0)
             picks = rng.choice(
-                self._count, min(PROBE_QUERIES, self._count), replace=False
+                self._ram.count, min(PROBE_QUERIES, self._ram.count), replace=False
             )
             queries = self._probe_vectors(conn, picks)
             if (
@@ -477,7 +274,7 @@ class VectorStore:
             LOGGER.debug(
                 "Vector engine %s for %s vectors (median ms: %s)",
                 self.engine,
-                self._count,
+                self._ram.count,
                 {str(e): round(t * 1000, 2) for e, t in timings.items()},
             )
             return self.engine
@@ -505,14 +302,14 @@ class VectorStore:
 
     def _calibrate(self, conn: sqlite3.Connection, rng: np.random.Generator) -> bool:
         """Size the rescore pool for recall@5 >= the target on probe queries."""
-        count = min(RECALL_PROBES, self._count)
-        picks = rng.choice(self._count, count, replace=False)
+        count = min(RECALL_PROBES, self._ram.count)
+        picks = rng.choice(self._ram.count, count, replace=False)
         stored = np.stack(self._probe_vectors(conn, picks))
         noise = rng.normal(size=stored.shape).astype(np.float32)
         noise *= PROBE_NOISE / np.sqrt(stored.shape[1])
         probes = normalize(stored + noise)
-        truth = self._exact_stream(conn, probes, 5)
-        cap = max(RESCORE_CANDIDATES, int(self._count * MAX_POOL_SHARE))
+        truth = rows.exact_top(conn, self.model, self.dim or 0, probes, 5)
+        cap = max(RESCORE_CANDIDATES, int(self._ram.count * MAX_POOL_SHARE))
         self.pool = RESCORE_CANDIDATES
         while True:
             found = [
@@ -526,60 +323,13 @@ class VectorStore:
                 return self.binary_recall >= RECALL_TARGET
             self.pool = min(self.pool * 2, cap)
 
-    def _exact_stream(
-        self, conn: sqlite3.Connection, probes: NDArray[np.float32], k: int
-    ) -> list[set[int]]:
-        """Return the exact top-k ids of each probe, streaming every BLOB once."""
-        dim = self.dim or 0
-        best_ids = np.zeros((len(probes), 0), np.int64)
-        best_scores = np.zeros((len(probes), 0), np.float32)
-        cursor = conn.execute(
-            "SELECT chunk_id, vector FROM rag_vectors WHERE model = ? AND dim = ?",
-            (self.model, dim),
-        )
-        while rows := cursor.fetchmany(8192):
-            ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-            block = normalize(
-                np.frombuffer(b"".join(r[1] for r in rows), np.float32).reshape(
-                    len(rows), dim
-                )
-            )
-            scores = np.concatenate([best_scores, probes @ block.T], axis=1)
-            all_ids = np.concatenate(
-                [best_ids, np.broadcast_to(ids, (len(probes), len(ids)))], axis=1
-            )
-            keep = np.argsort(-scores, axis=1)[:, :k]
-            best_scores = np.take_along_axis(scores, keep, axis=1)
-            best_ids = np.take_along_axis(all_ids, keep, axis=1)
-        return [set(row.tolist()) for row in best_ids]
-
     def _probe_vectors(
         self, conn: sqlite3.Connection, picks: NDArray[np.int64]
     ) -> list[NDArray[np.float32]]:
-        if self._matrix is not None:
-            return [self._matrix[i].copy() for i in picks]
-        _, matrix = self._fetch(conn, self._ids[picks].tolist())
+        if (floats := self._ram.matrix) is not None:
+            return [floats[i].copy() for i in picks]
+        _, matrix = rows.fetch(conn, self._ram.ids[picks].tolist(), self.dim or 0)
         return list(matrix)
-
-    def _fetch(
-        self, conn: sqlite3.Connection, chunk_ids: Sequence[int]
-    ) -> tuple[list[int], NDArray[np.float32]]:
-        """Return the ids found and their normalized float32 vectors, from SQLite."""
-        found: list[int] = []
-        blobs: list[bytes] = []
-        # SQLite allows 32766 variables; stay well below.
-        for start in range(0, len(chunk_ids), 900):
-            part = chunk_ids[start : start + 900]
-            marks = ",".join("?" * len(part))
-            for chunk_id, blob in conn.execute(
-                f"SELECT chunk_id, vector FROM rag_vectors WHERE chunk_id IN ({marks})",  # noqa: S608
-                part,
-            ):
-                found.append(chunk_id)
-                blobs.append(blob)
-        dim = self.dim or 0
-        matrix = np.frombuffer(b"".join(blobs), np.float32).reshape(len(found), dim)
-        return found, normalize(matrix)
 
     def search(
         self,
@@ -592,55 +342,28 @@ class VectorStore:
         """Return up to ``k`` (chunk id, cosine similarity), most similar first."""
         with self._lock:
             engine = engine or self.engine
-            if self._count == 0 or k <= 0 or query.shape[-1] != self.dim:
+            if self._ram.count == 0 or k <= 0 or query.shape[-1] != self.dim:
                 return []
             query = normalize(query.astype(np.float32, copy=False))
-            if engine is Engine.EXACT and self._matrix is not None:
-                live = self._matrix[: self._count]
-                # einsum runs on one core; BLAS's threads lose on a busy host.
-                scores = (
-                    np.einsum("ij,j->i", live, query)
-                    if self.single_core
-                    else live @ query
-                )
-                best = _top(scores, k)
-                return [(int(self._ids[i]), float(scores[i])) for i in best]
+            if engine is Engine.EXACT and self._ram.matrix is not None:
+                return self._ram.exact(query, k, single_core=self.single_core)
             if conn is None:
                 raise _NeedsDatabase
             if engine is Engine.VEC0 and self._vec_ready:
-                rows = conn.execute(
-                    f"SELECT rowid, distance FROM {VEC_TABLE}"  # noqa: S608
-                    " WHERE embedding MATCH ? AND k = ? ORDER BY distance",
-                    (query.tobytes(), k),
-                ).fetchall()
-                return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+                return rows.vec0_search(conn, query, k)
             return self._search_bits(conn, query, k)
 
     def _search_bits(
         self, conn: sqlite3.Connection, query: NDArray[np.float32], k: int
     ) -> list[tuple[int, float]]:
         """Hamming prefilter on sign bits, then exact cosine on the candidates."""
-        if self._bits is None or self._center is None:
+        if self._ram.bits is None or self._ram.center is None:
             # The matrix is in RAM: exact search is both exact and faster.
             return self.search(conn, query, k, engine=Engine.EXACT)
-        packed = _pack(query[None, :], self._center)[0]
-        live = self._bits[:, : self._count]
-        distance = np.bitwise_count(live[0] ^ packed[0]).astype(np.uint16)
-        for word in range(1, len(packed)):
-            distance += np.bitwise_count(live[word] ^ packed[word])
-        pool = min(self._count, max(self.pool, k))
-        if pool < self._count:
-            candidates = np.argpartition(distance, pool - 1)[:pool]
-        else:
-            candidates = np.arange(self._count)
-        found, vectors = self._fetch(conn, self._ids[candidates].tolist())
+        pool = min(self._ram.count, max(self.pool, k))
+        candidates = self._ram.nearest_bits(query, pool)
+        found, vectors = rows.fetch(conn, candidates, self.dim or 0)
         if not found:
             return []
         scores = np.einsum("ij,j->i", vectors, query)
-        return [(found[i], float(scores[i])) for i in _top(scores, k)]
-
-
-def _grow[A: np.generic](array: NDArray[A], capacity: int) -> NDArray[A]:
-    grown = np.zeros((capacity, *array.shape[1:]), array.dtype)
-    grown[: len(array)] = array
-    return grown
+        return [(found[i], float(scores[i])) for i in top(scores, k)]

@@ -16,7 +16,7 @@ from homeassistant.core import callback
 
 from ..const import LOGGER
 from ..i18n import async_texts
-from ..store.database import InFlight
+from ..store.inbox import InFlight
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine

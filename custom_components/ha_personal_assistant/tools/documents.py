@@ -14,7 +14,8 @@ from .registry import ToolContext, ToolError, ToolSpec
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..documents.index import DocumentHit, DocumentIndex, Indexing
+    from ..documents.index import DocumentHit, DocumentIndex
+    from ..store.documents import Indexing
 
 SOURCE: Final = "the household's documents"
 MAX_DOCUMENT_RESULT_CHARS: Final = 4000
