@@ -12,8 +12,10 @@ What counts as the model's instructions is the system prompt and the
 feedback the graph writes (:data:`BASE_TEXTS`, checked by :data:`BASE_CHECK`)
 plus the tool names and descriptions: each tool registry builds its own
 :class:`ReplyCheck` with its tools (``ToolRegistry.reply_check``), so no
-registry changes what another one's answers are checked against. These are
-texts from the code, so each collection stays small.
+registry changes what another one's answers are checked against. A check
+is built whole and never changed. These are texts from the code, so each
+collection stays small. The JSON shapes are in reply_json.py; answers that
+loop are cut by reply_loop.py.
 """
 
 from __future__ import annotations
@@ -373,8 +375,8 @@ class ReplyCheck:
         )
         if found:
             return _first(found)
-        start = dump_start(text, spans)
-        return None if start is None else Finding(Junk.JSON_DUMP, start)
+        dump = dump_start(text, spans)
+        return None if dump is None else Finding(Junk.JSON_DUMP, dump)
 
     def _json_kind(self, value: object) -> Junk | None:
         """Tell whether parsed JSON holds a schema or a tool call."""
