@@ -18,13 +18,15 @@ from custom_components.ha_personal_assistant.agent.prompts import (
 from custom_components.ha_personal_assistant.agent.reply_check import (
     ECHO_WORDS,
     EXCERPT_CHARS,
-    LOOP_MIN_SPAN,
-    LOOP_SENTENCES,
     Junk,
     ReplyCheck,
     corrected_before,
-    loop_cut,
     rejected_answer,
+)
+from custom_components.ha_personal_assistant.agent.reply_loop import (
+    LOOP_MIN_SPAN,
+    LOOP_SENTENCES,
+    loop_cut,
 )
 from custom_components.ha_personal_assistant.tools.registry import ToolRegistry
 
@@ -173,9 +175,9 @@ def test_names_come_from_the_registry_disabled_tools_included() -> None:
     check = ReplyCheck()
     assert check.check('schedule(message="Tea", at="17:00")') is not None
     assert check.check("schedule(tea)") is None
-    check.add(["schedule"])
-    assert check.check("Sure: schedule(tea)") is None
-    assert check.check('Sure: schedule("Tea at five")') is not None
+    named = ReplyCheck(["schedule"])
+    assert named.check("Sure: schedule(tea)") is None
+    assert named.check('Sure: schedule("Tea at five")') is not None
     registry = ToolRegistry(
         [spec for spec in SPECS if spec.name != "watch"],
         disabled={"watch": "switched off"},
@@ -196,8 +198,7 @@ def test_descriptions_of_every_tool_are_instructions() -> None:
     assert check_reply(text) is not None
     check = ReplyCheck()
     assert check.check(text) is None
-    check.add(texts=[first, second])
-    assert check.check(text) is not None
+    assert ReplyCheck(texts=[first, second]).check(text) is not None
 
 
 def test_a_rejected_answer_is_read_back_short() -> None:

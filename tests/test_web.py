@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
     from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+    from custom_components.ha_personal_assistant.security.pii import redactor
     from custom_components.ha_personal_assistant.security.pii import sanitizer as pii
 
     from .fake_ollama import FakeOllama
@@ -290,7 +291,7 @@ async def test_a_failing_sanitizer_sends_nothing(
 ) -> None:
     """Fail closed: a bug in the sanitizer means no query leaves the house."""
 
-    def broken(query: str, context: pii.PiiContext) -> pii.Sanitized:
+    def broken(query: str, context: pii.PiiContext) -> redactor.Sanitized:
         raise RuntimeError(query)
 
     monkeypatch.setattr(web, "sanitize", broken)

@@ -37,10 +37,10 @@ from .reply_check import (
     ReplyCheck,
     check_reply,
     corrected_before,
-    loop_cut,
     rejected_answer,
     shown_while_streaming,
 )
+from .reply_loop import loop_cut
 from .turns import (
     FEEDBACK_PREFIX,
     TURN_PREFIX,
@@ -172,7 +172,7 @@ async def _stream(
     model the server reports as still loading (``loading``) gets more time,
     up to :data:`MAX_LOADING_WAIT`. A model that says nothing for
     ``silence`` seconds otherwise is cut off (TimeoutError). An answer that
-    loops (reply_check.loop_cut) is stopped there: the request is closed, so
+    loops (reply_loop.loop_cut) is stopped there: the request is closed, so
     the server stops writing, and the answer ends where the loop began.
     """
     chunks: asyncio.Queue[AIMessageChunk | BaseException | None] = asyncio.Queue()

@@ -18,7 +18,7 @@ from ..const import LOGGER
 from ..security.firewall import mark_untrusted_parts
 from ..security.links import remember_urls
 from ..security.pii.names import GENERIC_WORDS
-from ..security.pii.sanitizer import PiiContext, Sanitized, sanitize
+from ..security.pii.sanitizer import PiiContext, sanitize
 from ..store import profile as profile_store
 from ..store import search_audit
 from .registry import ToolContext, ToolError, ToolSpec
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from homeassistant.core import HomeAssistant
 
     from ..executor import BlockingExecutor
+    from ..security.pii.redactor import Sanitized
 
 WEB_SEARCH_TIMEOUT: Final = 15  # seconds for one search, end to end
 MAX_RESULTS: Final = 5

@@ -302,7 +302,7 @@ PHONE_FALLBACK: Final = re.compile(
 # Digit groups that may be one number written the way people write phone
 # numbers in their own country, without the country code: "555-0199",
 # "01 42 68 53 17", "8 (812) 234-56-78", "138 0013 8000", "0221 / 987 65 43".
-# _local_phone() decides; this only finds the runs. A run never starts or
+# phones.local_phone() decides; this only finds the runs. A run never starts or
 # ends inside a word, a decimal or a version ("i-95", "3.14", "KB5044284").
 NUMBER_RUN: Final = re.compile(
     r"(?<![\w+])(?<![\w][.,/:-])(?:\+\s?)?\(?\d{1,15}\)?"
