@@ -524,13 +524,17 @@ async def test_hours_are_capped_and_checked(hass: HomeAssistant, house: float) -
     assert half["window"].endswith("(0.5 h)")
 
 
-async def test_ten_thousand_changes_stay_within_the_cap(
+async def test_thousands_of_changes_stay_within_the_cap(
     hass: HomeAssistant, house: float
 ) -> None:
-    """10,000 motion changes: the most recent are listed, the rest counted."""
+    """2,000 motion changes: the most recent are listed, the rest counted.
+
+    Twenty times what can be listed (MAX_LISTED): the same cap and the same
+    counting as 10,000 would meet, at a fifth of the recorder's work.
+    """
     now = time.time()
-    count = 10_000
-    step = 8.0  # seconds: 10,000 changes over 22.2 hours
+    count = 2_000
+    step = 40.0  # seconds: 2,000 changes over 22.2 hours
     for index in range(count):
         hass.states.async_set(
             MOTION,
@@ -548,7 +552,7 @@ async def test_ten_thousand_changes_stay_within_the_cap(
     # The newest change is the last line, and it is the current state.
     assert answer["changes"][-1].startswith(f"{words(now - step)} off (")
     assert answer["changes"][-1].endswith(", until now)")
-    assert answer["time_in_state"]["on"].startswith("5000 times, ")
+    assert answer["time_in_state"]["on"].startswith(f"{count // 2} times, ")
 
 
 async def test_long_outside_text_stays_within_the_cap(

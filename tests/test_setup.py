@@ -253,12 +253,24 @@ async def test_two_hundred_turns_keep_checkpoints_small(
     )
     speaker = speaker_module.Speaker(person="telegram:1", name="Alice", ha_user_id=None)
     turns = 200
-    for index in range(turns):
-        if index % 10 == 0:
-            fake_ollama.tool_call("get_state", {"entity_id": "light.kitchen_lights"})
-        result = await assistant.async_turn("chat", f"Question number {index}", speaker)
-        assert result.ok
-    await hass.async_block_till_done()
+    # asyncio's debug mode (on in HA's tests) records a traceback for every
+    # callback: most of 200 turns' time. The code under test does not care.
+    loop = asyncio.get_running_loop()
+    debug = loop.get_debug()
+    loop.set_debug(False)
+    try:
+        for index in range(turns):
+            if index % 10 == 0:
+                fake_ollama.tool_call(
+                    "get_state", {"entity_id": "light.kitchen_lights"}
+                )
+            result = await assistant.async_turn(
+                "chat", f"Question number {index}", speaker
+            )
+            assert result.ok
+        await hass.async_block_till_done()
+    finally:
+        loop.set_debug(debug)
     path = Path(hass.config.path(STORAGE_DIR)) / CHECKPOINT_FILE
     on_disk = sum(
         p.stat().st_size for p in path.parent.glob(f"{CHECKPOINT_FILE}*") if p.is_file()
