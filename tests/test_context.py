@@ -143,7 +143,7 @@ async def test_twelve_long_turns_with_300_entities_always_fit_num_ctx(
         return "Sure. " + "".join(f"Point {n}: {LONG_WORDS}" for n in range(12))
 
     fake_ollama.default = answer
-    big_house.runtime_data.assistant.scheduler.quiet_seconds = 0.05
+    big_house.runtime_data.assistant.model_queue.quiet_seconds = 0.05
     for turn in range(12):
         if turn == 5:
             # A tool round in the middle: a long list comes back from HA.

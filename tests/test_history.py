@@ -121,7 +121,7 @@ async def _setup(
 ) -> MockConfigEntry:
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama, **options)
-    entry.runtime_data.assistant.scheduler.quiet_seconds = quiet
+    entry.runtime_data.assistant.model_queue.quiet_seconds = quiet
     return entry
 
 
@@ -223,10 +223,10 @@ async def test_a_turn_never_waits_for_a_background_call(
     waited = time.monotonic() - started
     spans.append((started, time.monotonic()))
     assert waited < 5.0
-    scheduler = hass.config_entries.async_entries("ha_personal_assistant")[
+    model_queue = hass.config_entries.async_entries("ha_personal_assistant")[
         0
-    ].runtime_data.assistant.scheduler
-    assert scheduler.gave_way >= 1
+    ].runtime_data.assistant.model_queue
+    assert model_queue.gave_way >= 1
     # It is tried again once quiet, and then finishes.
     await wait_until(lambda: summaries >= 2)
     for kind, at in log:
@@ -699,7 +699,7 @@ async def test_summaries_wait_out_a_locked_database(
     await _talk(telegram, 0, 3)
     await _end_session(telegram)
     # Bob's message ends the quiet; the summary then finds the file locked.
-    assistant.scheduler.quiet_seconds = QUIET
+    assistant.model_queue.quiet_seconds = QUIET
     await telegram.send_text("Hello from Bob", chat_id=BOB_ID, user_id=BOB_ID)
     await telegram.wait_for_sent(1, chat_id=BOB_ID)
     await _settled(hass)
@@ -737,7 +737,7 @@ async def test_a_history_cleared_while_its_summary_waits_is_not_summarized(
         blocking=True,
         return_response=True,
     )
-    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    entry.runtime_data.assistant.model_queue.quiet_seconds = QUIET
     await _talk(telegram, 3, 1)
     await _settled(hass)
     assert _summary_requests(fake_ollama) == []
@@ -761,7 +761,7 @@ async def test_clear_history_without_a_chat_forgets_every_chat_and_learns_nothin
         DOMAIN, "clear_history", {}, blocking=True, return_response=True
     )
     assert response == {"sessions": 2}
-    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    entry.runtime_data.assistant.model_queue.quiet_seconds = QUIET
     # Each chat starts over.
     await _talk(telegram, 2, 1)
     alice = [str(m["content"]) for m in _chats(fake_ollama)[-1]["messages"]]
@@ -794,7 +794,7 @@ async def test_one_sweep_at_a_time_summarizes_a_session_once(
     await _end_session(telegram)
     # /new again while the first sweep waits for quiet.
     await _end_session(telegram)
-    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    entry.runtime_data.assistant.model_queue.quiet_seconds = QUIET
     await _talk(telegram, 3, 1)
     await _settled(hass)
     assert len(_summary_requests(fake_ollama)) == 1

@@ -967,7 +967,7 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
     background = BackgroundModel(
         model=model,  # type: ignore[arg-type]
         prefix=CachedPrefix(num_ctx=8192, tool_schemas=[]),
-        scheduler=ModelQueue(asyncio.Semaphore(1), quiet_seconds=0.2),
+        model_queue=ModelQueue(asyncio.Semaphore(1), quiet_seconds=0.2),
         request_timeout=5.0,
     )
     learner = Learner(hass, entry, memory, background)
@@ -998,7 +998,7 @@ async def test_the_learner_batches_by_person_and_drops_the_oldest_when_full(
 
     # A cleared profile takes its waiting turns along: no call is made (a
     # reply just went out, so the turn waits for quiet while it is cleared).
-    background.scheduler.reply_sent()
+    background.model_queue.reply_sent()
     await learner.async_after_reply(_interaction(BOB, "I like opera"))
     await memory.async_clear(BOB)
     await asyncio.sleep(0.4)

@@ -183,7 +183,7 @@ async def test_learning_interrupted_by_a_stop_is_done_once_after_start(
     monkeypatch.setattr(learner_module, "LEARNING_INTERVAL_SECONDS", 0.0)
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama)
-    entry.runtime_data.assistant.scheduler.quiet_seconds = 0.2
+    entry.runtime_data.assistant.model_queue.quiet_seconds = 0.2
     # Turns are answered; the learning call hangs until Home Assistant stops.
     fake_ollama.default = lambda r: hang_reply() if _is_learning(r) else "Noted."
     await telegram.send_text("I like the bedroom at 19 degrees")

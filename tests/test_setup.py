@@ -137,7 +137,7 @@ async def test_unload_ends_after_reply_work_and_a_pending_summary_cleanly(
     entry = await async_setup_assistant(hass, fake_ollama)
     assistant = entry.runtime_data.assistant
     # Background calls wait for a quiet minute: the summary stays pending.
-    assistant.scheduler.quiet_seconds = 3600
+    assistant.model_queue.quiet_seconds = 3600
     started = asyncio.Event()
 
     async def slow_after_reply(_interaction: object) -> None:

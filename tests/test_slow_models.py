@@ -124,7 +124,7 @@ async def test_no_model_call_exceeds_its_output_cap(
     entry = await async_setup_assistant(
         hass, fake_ollama, **{CONF_REQUEST_TIMEOUT: 10, CONF_NUM_PREDICT: 64}
     )
-    entry.runtime_data.assistant.scheduler.quiet_seconds = 0.05
+    entry.runtime_data.assistant.model_queue.quiet_seconds = 0.05
     # A model that would ramble on: 300 words, for every request (turns,
     # summaries, learning).
     fake_ollama.default = lambda _request: " ".join(["blah"] * 300)

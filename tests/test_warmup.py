@@ -34,7 +34,7 @@ def fake_ollama(fake_server: FakeOllama) -> FakeOllama:
 
 def _quick(entry: MockConfigEntry) -> None:
     """Shorten the quiet period and the debounce, as a test can wait for them."""
-    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    entry.runtime_data.assistant.model_queue.quiet_seconds = QUIET
     assert entry.runtime_data.warmer is not None
     entry.runtime_data.warmer.debounce = QUIET
 
@@ -109,7 +109,7 @@ async def test_no_warmup_when_switched_off(
     await async_setup_house(hass)
     entry = await async_setup_assistant(hass, fake_ollama, **{CONF_WARM_CACHE: False})
     assert entry.runtime_data.warmer is None
-    entry.runtime_data.assistant.scheduler.quiet_seconds = QUIET
+    entry.runtime_data.assistant.model_queue.quiet_seconds = QUIET
     fake_ollama.reply("Hello.")
     await telegram.send_text("Hi")
     await telegram.wait_for_sent(1, chat_id=ALICE_ID)

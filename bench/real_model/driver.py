@@ -264,16 +264,16 @@ async def _quick_background(
     """
     first = len(shim.records)
     assistant = entry.runtime_data.assistant
-    scheduler = assistant.scheduler
+    model_queue = assistant.model_queue
     warmer = getattr(entry.runtime_data, "warmer", None)
-    quiet = scheduler.quiet_seconds
-    scheduler.quiet_seconds = 0.0
+    quiet = model_queue.quiet_seconds
+    model_queue.quiet_seconds = 0.0
     try:
         sent = warmer.sent if warmer is not None else 0
         if warmer is not None:
             warmer.debounce = 0.2
         if work is not None:
-            await scheduler.async_run(work, "bench background")
+            await model_queue.async_run(work, "bench background")
         elif warmer is not None:
             # After setup: the warm-up setup asked for, without the minute.
             warmer.request("bench: setup")
@@ -281,7 +281,7 @@ async def _quick_background(
             await _wait(lambda: warmer.sent > sent, STEP_TIMEOUT, "the warm-up")
         await _settle(shim, api)
     finally:
-        scheduler.quiet_seconds = quiet
+        model_queue.quiet_seconds = quiet
     return [{**r.as_dict(), "during_turn": False} for r in shim.records[first:]]
 
 

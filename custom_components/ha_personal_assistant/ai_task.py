@@ -166,7 +166,7 @@ class PersonalAssistantTaskEntity(ai_task.AITaskEntity, PersonalAssistantEntity)
             self.entry.options.get(CONF_REQUEST_TIMEOUT, DEFAULT_REQUEST_TIMEOUT)
         )
         try:
-            async with assistant.scheduler.turn(), assistant.model_slots:
+            async with assistant.model_queue.turn(), assistant.model_slots:
                 async with asyncio.timeout(timeout):
                     answer = await model.ainvoke(messages)
         except TimeoutError as err:

@@ -117,7 +117,7 @@ class Assistant:
         model_slots: asyncio.Semaphore,
         policy: Policy | None = None,
         executor: BlockingExecutor | None = None,
-        scheduler: ModelQueue | None = None,
+        model_queue: ModelQueue | None = None,
         backend: ModelBackend | None = None,
         prefix: CachedPrefix | None = None,
         history: SessionKeeper | None = None,
@@ -172,7 +172,7 @@ class Assistant:
             num_ctx=num_ctx, tool_schemas=registry.schemas()
         )
         # Background calls (summaries, learning) wait for quiet.
-        self.scheduler = scheduler or ModelQueue(model_slots)
+        self.model_queue = model_queue or ModelQueue(model_slots)
         # The words that point at each entity, kept between turns.
         self.entities = EntityIndex()
         # Recent latencies and errors, for the sensors and diagnostics.
@@ -229,7 +229,7 @@ class Assistant:
         log); ``satellite`` is the Assist device that asked (its area, its
         timers, instructions an automation added).
         """
-        async with self.scheduler.turn():
+        async with self.model_queue.turn():
             return await self._async_turn(
                 conversation_key,
                 text,
@@ -518,7 +518,7 @@ class Assistant:
     @callback
     def async_after_reply(self, result: TurnResult) -> None:
         """Start the background work of a turn; call it after the reply was sent."""
-        self.scheduler.reply_sent()
+        self.model_queue.reply_sent()
         if result.interaction is None:
             return
         for hook in self.after_reply:

@@ -215,7 +215,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     # requests at a time; more would only queue there, uncancellable.
     # Background model calls wait for quiet and give way to turns.
     model_slots = asyncio.Semaphore(MAX_CONCURRENT_MODEL_CALLS)
-    scheduler = ModelQueue(model_slots)
+    model_queue = ModelQueue(model_slots)
     # Profiles live in the database; remember and forget come after the
     # HA tools, always in the same order (the prompt prefix must not change).
     memory = ProfileMemory(storage.database)
@@ -270,7 +270,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             backend=backend,
             model_name=entry.data[CONF_MODEL],
             settings=chat_settings(options),
-            scheduler=scheduler,
+            model_queue=model_queue,
             run_blocking=storage.executor.run,
             timeout=request_timeout,
         ),
@@ -304,7 +304,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
     background = BackgroundModel(
         model=bound_background,
         prefix=prefix,
-        scheduler=scheduler,
+        model_queue=model_queue,
         request_timeout=request_timeout,
     )
     # Scheduled work that holds the database: ended before the storage closes.
@@ -342,7 +342,7 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
         model_slots=model_slots,
         policy=policy,
         executor=storage.executor,
-        scheduler=scheduler,
+        model_queue=model_queue,
         prefix=prefix,
         history=history,
         memory=memory,

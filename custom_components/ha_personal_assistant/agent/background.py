@@ -24,7 +24,7 @@ class BackgroundModel:
 
     Each request starts with the chat's own system prompt and tools (the
     server's cached prefix stays, and the request costs only what follows
-    it), through the scheduler that waits for quiet chats.
+    it), through the model queue that waits for quiet chats.
     """
 
     def __init__(
@@ -32,13 +32,13 @@ class BackgroundModel:
         *,
         model: Runnable[list[AnyMessage], AIMessage],
         prefix: CachedPrefix,
-        scheduler: ModelQueue,
+        model_queue: ModelQueue,
         request_timeout: float,
     ) -> None:
         """Keep the model (the chat's tools bound, a small output cap)."""
         self.model = model
         self.prefix = prefix
-        self.scheduler = scheduler
+        self.model_queue = model_queue
         self.request_timeout = request_timeout
 
     @property
@@ -55,7 +55,7 @@ class BackgroundModel:
         self, job: Callable[[], Awaitable[T]], name: str
     ) -> T | None:
         """Run ``job`` when the chats are quiet; None if turns kept it waiting."""
-        return await self.scheduler.async_run(job, name)
+        return await self.model_queue.async_run(job, name)
 
     async def async_ask(self, messages: Sequence[AnyMessage]) -> AIMessage:
         """Return the model's answer to ``messages`` after the system prompt.

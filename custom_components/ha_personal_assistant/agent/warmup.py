@@ -7,7 +7,7 @@ user evaluate all of them before the first word: minutes on a Raspberry Pi.
 So after those events the prefix is sent once with an output cap of one
 token, through the same bound model settings as the chat (the same num_ctx:
 another value makes Ollama reload the model), when the chats are quiet: the
-scheduler runs it like any background call, never during a turn. Requests
+model_queue runs it like any background call, never during a turn. Requests
 within :data:`DEBOUNCE_SECONDS` of each other become one warm-up. Until it is
 due it is a timer, not a task: nothing waits in the background meanwhile.
 """
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 # Warm-ups asked for within this many seconds of each other are one.
 DEBOUNCE_SECONDS: Final = 5.0
-# The name the scheduler knows the warm-up by (it is not itself a reason to warm).
+# The name the model queue knows the warm-up by (it is not itself a reason to warm).
 WARMUP_NAME: Final = "prefix warm-up"
 # The user turn after the prefix: any short text; only the prefix is kept.
 WARMUP_MESSAGE: Final = "."
@@ -106,16 +106,16 @@ class PrefixWarmer:
         if self._task is not None and not self._task.done():
             # The running warm-up schedules the next when it ends.
             return
-        scheduler = self.assistant.scheduler
-        if scheduler.busy or (left := scheduler.quiet_left()) > 0:
+        model_queue = self.assistant.model_queue
+        if model_queue.busy or (left := model_queue.quiet_left()) > 0:
             # A turn is in flight or just ended: not before the quiet period.
-            self._schedule(max(self.debounce, left if not scheduler.busy else 1.0))
+            self._schedule(max(self.debounce, left if not model_queue.busy else 1.0))
             return
         self._pending = False
         self._task = self.spawn(self._async_run(), WARMUP_NAME)
 
     async def _async_run(self) -> None:
-        await self.assistant.scheduler.async_run(self._async_warm, WARMUP_NAME)
+        await self.assistant.model_queue.async_run(self._async_warm, WARMUP_NAME)
         if self._pending:
             self._schedule(self.debounce)
 
@@ -157,7 +157,7 @@ def async_setup_warmer(
     """Warm now, and after catalogue changes and background calls; until unload."""
     warmer = PrefixWarmer(hass, assistant, model, spawn=spawn)
     entry.async_on_unload(warmer.async_stop)
-    after_call = assistant.scheduler.after_call
+    after_call = assistant.model_queue.after_call
     after_call.append(warmer.async_after_background)
     entry.async_on_unload(lambda: after_call.remove(warmer.async_after_background))
 

@@ -236,7 +236,7 @@ class Learner:
     async def _async_work(self) -> None:
         """Learn from the queued turns, one batch per model call, then end.
 
-        The scheduler starts each call only when the chats are quiet, and a
+        The model queue starts each call only when the chats are quiet, and a
         turn that starts meanwhile cancels it; its batch then goes back to
         the front of the queue.
         """
@@ -256,7 +256,7 @@ class Learner:
                 self._worker = None
 
     async def _async_learn_next(self) -> bool:
-        """Take the next batch (when the scheduler lets the call start) and learn."""
+        """Take the next batch (when the model queue lets the call start) and learn."""
         batch = self._take_batch()
         if not batch:
             return True

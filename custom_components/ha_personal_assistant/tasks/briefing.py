@@ -453,7 +453,7 @@ class Briefer:
         backend: ModelBackend,
         model_name: str,
         settings: ChatSettings,
-        scheduler: ModelQueue,
+        model_queue: ModelQueue,
         run_blocking: Callable[..., Any],
         timeout: float,
     ) -> None:
@@ -462,7 +462,7 @@ class Briefer:
         self._backend = backend
         self._model_name = model_name
         self._settings = replace(settings, num_predict=NUM_PREDICT)
-        self._scheduler = scheduler
+        self._model_queue = model_queue
         self._run_blocking = run_blocking
         self._timeout = timeout
         self._model: BaseChatModel | None = None
@@ -491,7 +491,7 @@ class Briefer:
                 self._model = await self._run_blocking(
                     self._backend.build_chat_model, self._model_name, self._settings
                 )
-            async with asyncio.timeout(self._timeout), self._scheduler.slots:
+            async with asyncio.timeout(self._timeout), self._model_queue.slots:
                 response = await self._model.ainvoke([HumanMessage(content=message)])
         except Exception as err:  # noqa: BLE001 - the plain list goes out instead
             LOGGER.info(
