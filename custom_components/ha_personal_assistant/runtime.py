@@ -241,9 +241,9 @@ async def async_build(  # noqa: PLR0915 - the wiring of every part
             for user_id in options.get(CONF_ADMIN_USER_IDS, [])
         ),
         policy=policy,
+        # A confirmed timer action runs HA's timer tool on the satellite.
+        internal=timer_runners(hass),
     )
-    # A confirmed timer action runs HA's timer tool on the satellite.
-    confirmations.internal.update(timer_runners(hass))
     # What sends texts and asks for Confirm on Telegram: the tasks, the
     # notices and the gateway (built last, with them) all use it.
     outbox = Outbox(

@@ -28,7 +28,7 @@ from ..tools.registry import ToolError
 from .confirm_text import MAX_ERROR_CHARS, async_summarize, one_line, taint_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from homeassistant.core import HomeAssistant
 
@@ -84,7 +84,7 @@ def _no_fault(_step: str) -> None:
 class ConfirmationManager:
     """Creates, decides and executes pending actions."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only wiring
         self,
         hass: HomeAssistant,
         database: Database,
@@ -92,8 +92,15 @@ class ConfirmationManager:
         timeout: float,
         admins: frozenset[str],
         policy: Policy | None,
+        internal: Mapping[tuple[str, str], InternalHandler] | None = None,
     ) -> None:
-        """Keep the storage and the settings."""
+        """Keep the storage, the settings and the integration's own calls.
+
+        ``internal`` holds the calls known when the manager is built (HA's
+        timer tools on a satellite); the task manager and the media handler,
+        built after it, register theirs (task create/cancel, adding a file)
+        as they are built, the way HA's services register.
+        """
         self.hass = hass
         self.database = database
         self.timeout = timeout
@@ -104,7 +111,7 @@ class ConfirmationManager:
         self.fault: Callable[[str], None] = _no_fault
         # Calls of the integration's own, by (domain, service): run by their
         # handler instead of Home Assistant, after the same Confirm.
-        self.internal: dict[tuple[str, str], InternalHandler] = {}
+        self.internal: dict[tuple[str, str], InternalHandler] = dict(internal or {})
         # The integration's own kinds of action (ADD_FILE) -> what runs them.
         self.runners: dict[str, Runner] = {}
 
