@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import ollama
 import pytest
+from homeassistant.core import callback
 from homeassistant.exceptions import HomeAssistantError, ServiceValidationError
 from homeassistant.helpers.event import async_call_later
 from homeassistant.util import dt as dt_util
@@ -816,7 +817,14 @@ async def test_moving_the_clock_runs_ha_timers_and_leaves_io_deadlines(
     "timed out" at once (a clean-clone CI run failed that way).
     """
     fired: list[datetime] = []
-    async_call_later(hass, 30, fired.append)
+
+    @callback
+    def _fire(now: datetime) -> None:
+        # A callback runs in the timer itself; a plain function (such as
+        # list.append) would run in HA's executor, after the assert below.
+        fired.append(now)
+
+    async_call_later(hass, 30, _fire)
     job = asyncio.ensure_future(_deadline_job())
     await asyncio.sleep(0)  # the job is inside its timeout now
     fire_time_changed(hass, dt_util.utcnow() + timedelta(seconds=31))
