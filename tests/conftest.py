@@ -14,13 +14,15 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Generator  # noqa: TC003 - pytest reads the hint
+from typing import Any
 from unittest.mock import AsyncMock, patch
 
 import pytest
 from homeassistant import block_async_io
-from homeassistant.core import HomeAssistant  # noqa: TC002 - pytest reads the hint
+from homeassistant.core import Event, HomeAssistant  # noqa: TC002 - pytest reads the hint
 from homeassistant.setup import async_setup_component
 
+from custom_components.ha_personal_assistant.const import EVENT_ACTION_EXECUTED
 from custom_components.ha_personal_assistant.security import injection_model
 
 from .fake_ollama import FakeOllama, fake_ollama
@@ -167,3 +169,11 @@ def mock_setup_entry() -> Generator[AsyncMock]:
 async def core(hass: HomeAssistant) -> None:
     """Set up HA's core integration, which conversation (our dependency) needs."""
     assert await async_setup_component(hass, "homeassistant", {})
+
+
+@pytest.fixture
+def executed(hass: HomeAssistant) -> list[Event[Any]]:
+    """The assistant's action_executed events."""
+    events: list[Event[Any]] = []
+    hass.bus.async_listen(EVENT_ACTION_EXECUTED, events.append)
+    return events

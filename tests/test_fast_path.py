@@ -13,7 +13,6 @@ from homeassistant.helpers import entity_registry as er
 from custom_components.ha_personal_assistant.const import (
     CONF_FAST_PATH,
     DOMAIN,
-    EVENT_ACTION_EXECUTED,
 )
 
 from .common import (
@@ -40,14 +39,6 @@ async def assistant(
     """The demo house and the assistant with the fast path on (its default)."""
     await async_setup_house(hass)
     return await async_setup_assistant(hass, fake_ollama, **{CONF_FAST_PATH: True})
-
-
-@pytest.fixture
-def executed(hass: HomeAssistant) -> list[Event[Any]]:
-    """The assistant's action_executed events."""
-    events: list[Event[Any]] = []
-    hass.bus.async_listen(EVENT_ACTION_EXECUTED, events.append)
-    return events
 
 
 def _buttons(message: dict[str, Any]) -> list[tuple[str, str]]:

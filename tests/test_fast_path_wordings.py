@@ -9,7 +9,6 @@ import pytest
 from custom_components.ha_personal_assistant.const import (
     CONF_FAST_PATH,
     CONF_VISION_MODEL,
-    EVENT_ACTION_EXECUTED,
 )
 
 from .common import async_setup_assistant, async_setup_house, fixed_text
@@ -40,14 +39,6 @@ async def assistant(
     return await async_setup_assistant(
         hass, fake_ollama, **{CONF_FAST_PATH: True, CONF_VISION_MODEL: VISION}
     )
-
-
-@pytest.fixture
-def executed(hass: HomeAssistant) -> list[Event[Any]]:
-    """The assistant's action_executed events."""
-    events: list[Event[Any]] = []
-    hass.bus.async_listen(EVENT_ACTION_EXECUTED, events.append)
-    return events
 
 
 def _on(hass: HomeAssistant, entity_id: str) -> bool:
